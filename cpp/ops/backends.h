@@ -1,0 +1,11 @@
+// Where each backend's singleton comes from. backend/cpu always provides cpu_backend();
+// backend/cuda provides cuda_backend() when CUDA is compiled in, backend/cuda/stub.cc otherwise.
+#pragma once
+#include "ops/ops.h"
+
+namespace mlxb {
+Backend& cpu_backend();
+Backend& cuda_backend();  // throws kNotBuilt / kUnsupported when unusable
+bool cuda_backend_built();
+bool cuda_backend_available();
+}  // namespace mlxb

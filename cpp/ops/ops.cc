@@ -1,0 +1,20 @@
+// Dispatch of the op API to the backend owning the output tensor.
+#include "ops/ops.h"
+
+namespace mlxb::ops {
+
+void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) { backend(y.device()).matmul(x, w, bias, y); }
+void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) { backend(out.device()).embedding(table, ids, scale, out); }
+void rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y) { backend(y.device()).rms_norm(x, w, eps, add_one, y); }
+void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) { backend(y.device()).layer_norm(x, w, b, eps, y); }
+void rope(Tensor& x, const Tensor& positions, const RopeArgs& args) { backend(x.device()).rope(x, positions, args); }
+void softmax(const Tensor& x, Tensor& y) { backend(y.device()).softmax(x, y); }
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+               const AttentionArgs& args, Tensor& out) { backend(out.device()).attention(q, k, v, q_pos, k_pos, args, out); }
+void gated_act(const Tensor& gate, const Tensor& up, Activation act, Tensor& out) { backend(out.device()).gated_act(gate, up, act, out); }
+void add(const Tensor& a, const Tensor& b, Tensor& out) { backend(out.device()).add(a, b, out); }
+void softcap(Tensor& x, float cap) { backend(x.device()).softcap(x, cap); }
+void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) { backend(cache.device()).kv_write(src, slots, cache); }
+void convert(const Tensor& src, Tensor& dst) { backend(dst.device()).convert(src, dst); }
+
+}  // namespace mlxb::ops

@@ -1,0 +1,100 @@
+// The backend-neutral op API that model graphs call. Each op dispatches on the device of its
+// output tensor to that device's Backend (cpu/ is the reference, cuda/ must agree with it).
+//
+// Conventions shared by every op (a backend may assume them; callers must meet them):
+// - Activations are row-major and contiguous unless an op says otherwise. On CPU activations are
+//   float32; on CUDA float32 or bfloat16/float16 (the op reads the dtype of its tensors).
+// - Linear weights are [N, K] row-major (Hugging Face layout) in f32, bf16 or f16; results are
+//   accumulated in float32.
+// - Positions are int32 tensors on the same device as the data.
+// - Every op writes into an output its caller allocated; in-place is allowed where noted.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace mlxb {
+
+enum class Activation : uint8_t { kSiLU, kGeluExact, kGeluTanh };
+
+// Rotary embedding parameters after scaling rules were applied (see models/rope.h): the op only
+// rotates. inv_freq has rot_dim/2 float32 entries on the data's device.
+struct RopeArgs {
+  Tensor inv_freq;        // f32 [rot_dim / 2]
+  int64_t rot_dim = 0;    // rotated leading part of head_dim (partial rotary when < head_dim)
+  bool interleaved = false;  // pairs (2i, 2i+1) instead of (i, i + rot_dim/2)
+  float mscale = 1.0f;    // cos/sin multiplier (YaRN / longrope attention factor)
+};
+
+struct AttentionArgs {
+  float scale = 1.0f;      // applied to q·k
+  float softcap = 0.0f;    // > 0: s = softcap * tanh(s / softcap) before the mask (Gemma 2)
+  int64_t window = 0;      // > 0: key visible only if q_pos - k_pos < window (sliding window)
+  bool causal = true;      // key visible only if k_pos <= q_pos
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // --- memory
+  virtual void* alloc(int64_t bytes) = 0;
+  virtual void free(void* p) = 0;
+  // Copies between host and this device (or within it); `dst_dev`/`src_dev` say which side is which.
+  virtual void copy(void* dst, Device dst_dev, const void* src, Device src_dev, int64_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // --- ops (shapes in comments; see the conventions above)
+  // y[M,N] = x[M,K] · w[N,K]^T (+ bias[N])
+  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // out[T,H] = table[ids[t], :] * scale   (table f32/bf16/f16; ids i32 [T])
+  virtual void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) = 0;
+  // y = x / rms(x) * (add_one ? 1 + w : w), per row of the last dim; x may alias y
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y) = 0;
+  // y = (x - mean) / sqrt(var + eps) * w + b (b optional), per row; x may alias y
+  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) = 0;
+  // In place on x [T, H, D]: rotates the first rot_dim of each head by positions[t]
+  virtual void rope(Tensor& x, const Tensor& positions, const RopeArgs& args) = 0;
+  // Row softmax over the last dim; x may alias y
+  virtual void softmax(const Tensor& x, Tensor& y) = 0;
+  // q [T, Hq, D]; k, v [Hkv, S, D] with dim-0 stride >= S*D (cache views); q_pos i32 [T];
+  // k_pos i32 [S] (slot positions, < 0 = empty slot). out [T, Hq, D]. Hq % Hkv == 0 (GQA).
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+                         const Tensor& k_pos, const AttentionArgs& args, Tensor& out) = 0;
+  // out[T,F] = act(gate) * up
+  virtual void gated_act(const Tensor& gate, const Tensor& up, Activation act, Tensor& out) = 0;
+  // out = a + b (same shape); out may alias a or b
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // x = cap * tanh(x / cap), in place
+  virtual void softcap(Tensor& x, float cap) = 0;
+  // cache[h, slots[t], :] = src[t, h, :] for src [T, H, D], cache [H, S, D] (dim-0 stride any)
+  virtual void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) = 0;
+  // dst = src converted to dst's dtype (same shape, contiguous)
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;
+};
+
+// The backend for a device. cpu always exists; cuda throws kNotBuilt when not compiled in and
+// kUnsupported when no GPU is present.
+Backend& backend(Device device);
+bool cuda_built();
+bool cuda_available();
+
+namespace ops {
+// Free functions dispatching on the output tensor's device.
+void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
+void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y);
+void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y);
+void rope(Tensor& x, const Tensor& positions, const RopeArgs& args);
+void softmax(const Tensor& x, Tensor& y);
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+               const Tensor& k_pos, const AttentionArgs& args, Tensor& out);
+void gated_act(const Tensor& gate, const Tensor& up, Activation act, Tensor& out);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void softcap(Tensor& x, float cap);
+void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache);
+void convert(const Tensor& src, Tensor& dst);
+}  // namespace ops
+
+}  // namespace mlxb

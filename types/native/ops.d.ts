@@ -1,0 +1,3 @@
+// Exports of cpp/addon/ for the ops area (filled in as the area lands).
+// eslint-disable-next-line @typescript-eslint/no-empty-interface
+export interface NativeOps {}
