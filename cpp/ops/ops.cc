@@ -5,6 +5,8 @@ namespace mlxb::ops {
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) { backend(y.device()).matmul(x, w, bias, y); }
 void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) { backend(out.device()).embedding(table, ids, scale, out); }
+void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) { backend(y.device()).qmatmul(x, w, bias, y); }
+void qembedding(const QuantWeight& table, const Tensor& ids, float scale, Tensor& out) { backend(out.device()).qembedding(table, ids, scale, out); }
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y) { backend(y.device()).rms_norm(x, w, eps, add_one, y); }
 void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) { backend(y.device()).layer_norm(x, w, b, eps, y); }
 void rope(Tensor& x, const Tensor& positions, const RopeArgs& args) { backend(x.device()).rope(x, positions, args); }

@@ -33,6 +33,19 @@ struct AttentionArgs {
   bool causal = true;      // key visible only if k_pos <= q_pos
 };
 
+// MLX affine-quantized linear weight: w = scale * q + bias per group of `group_size` along K.
+// q packed little-endian into uint32 words exactly as MLX packs them ([N, K * bits / 32]);
+// scales/biases [N, K / group_size] in f16/bf16/f32.
+struct QuantWeight {
+  Tensor packed;
+  Tensor scales;
+  Tensor biases;
+  int bits = 4;
+  int group_size = 64;
+  int64_t rows = 0;  // N
+  int64_t cols = 0;  // K
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -48,6 +61,10 @@ class Backend {
   // --- ops (shapes in comments; see the conventions above)
   // y[M,N] = x[M,K] · w[N,K]^T (+ bias[N])
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // y[M,N] = x[M,K] · dequant(w)[N,K]^T (+ bias[N])
+  virtual void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) = 0;
+  // out[T,H] = dequant(table)[ids[t], :] * scale
+  virtual void qembedding(const QuantWeight& table, const Tensor& ids, float scale, Tensor& out) = 0;
   // out[T,H] = table[ids[t], :] * scale   (table f32/bf16/f16; ids i32 [T])
   virtual void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) = 0;
   // y = x / rms(x) * (add_one ? 1 + w : w), per row of the last dim; x may alias y
@@ -84,6 +101,8 @@ namespace ops {
 // Free functions dispatching on the output tensor's device.
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
 void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out);
+void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y);
+void qembedding(const QuantWeight& table, const Tensor& ids, float scale, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y);
 void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y);
 void rope(Tensor& x, const Tensor& positions, const RopeArgs& args);

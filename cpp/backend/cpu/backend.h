@@ -15,6 +15,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) override;
+  void qembedding(const QuantWeight& table, const Tensor& ids, float scale, Tensor& out) override;
   void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y) override;
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) override;

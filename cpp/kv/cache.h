@@ -1,0 +1,45 @@
+// The one KV-cache interface every storage lego implements (contiguous, rotating, later paged and
+// quantized). One LayerCache per attention layer of one sequence. `update` is the only call that
+// mutates; everything else reads. Models and the scheduler never name a concrete class: they get
+// caches from the factory functions below (or a future paged block manager).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mlxb {
+
+// What attention reads after an update: keys/values [Hkv, S, D] (dim-0 stride may exceed S*D)
+// and the position held by each of the S slots (i32 [S], < 0 = empty), all on the cache's device.
+struct KVView {
+  Tensor k, v, pos;
+};
+
+class LayerCache {
+ public:
+  virtual ~LayerCache() = default;
+  // Stores keys/values [T, Hkv, D] of tokens at positions `pos` (host array of T, increasing,
+  // continuing the sequence). Returns the view attention must use for those T queries, which
+  // includes every earlier key they may see (for a rotating cache, at least window-1 older keys).
+  virtual KVView update(const Tensor& k, const Tensor& v, const int32_t* pos, int64_t t) = 0;
+  virtual int64_t length() const = 0;   // tokens seen so far (next position)
+  virtual int64_t bytes() const = 0;    // memory held
+  virtual void reset() = 0;
+};
+
+struct CacheSpec {
+  Device device = Device::kCPU;
+  DType dtype = DType::F32;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_tokens = 0;  // capacity bound for contiguous caches (grows in chunks up to this)
+  int64_t window = 0;      // > 0: rotating cache keeping the last `window` positions
+};
+
+std::unique_ptr<LayerCache> make_layer_cache(const CacheSpec& spec);
+
+using CacheSet = std::vector<std::unique_ptr<LayerCache>>;
+
+}  // namespace mlxb

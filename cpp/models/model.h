@@ -1,0 +1,52 @@
+// A loaded decoder: the contract between model graphs and everything that drives them (scoring,
+// greedy decoding, the sampler loop, later the batching engine). A graph never knows who calls it;
+// callers never know the family.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <functional>
+#include <string>
+
+#include "core/tensor.h"
+#include "io/config.h"
+#include "kv/cache.h"
+
+namespace mlxb {
+
+struct LoadOptions {
+  Device device = Device::kCPU;
+  // Weights and activations: F32 (upcast at load), BF16 / F16 (kept; CPU still computes in f32),
+  // or "auto" = the checkpoint's dtype (auto_dtype = true).
+  DType dtype = DType::F32;
+  bool auto_dtype = true;
+  // Progress while loading: fraction in [0, 1] and a short phase name. May be called from any thread.
+  std::function<void(double, const char*)> progress;
+};
+
+// What a graph declares about itself (composition reads these, never the family name).
+struct GraphCapabilities {
+  bool sliding_window = false;   // some layers use a rotating cache
+  bool logit_softcap = false;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual GraphCapabilities capabilities() const = 0;
+  virtual Device device() const = 0;
+  virtual int64_t weight_bytes() const = 0;
+
+  // Fresh caches for one sequence of at most max_tokens tokens.
+  virtual CacheSet make_caches(int64_t max_tokens) const = 0;
+
+  // Runs `t` tokens (positions caches.length() ...) through the graph, appending to the caches.
+  // Writes float32 logits to host memory `logits`: [t, vocab] when all_rows, else [1, vocab] for
+  // the last token only.
+  virtual void forward(const int32_t* ids, int64_t t, CacheSet& caches, float* logits, bool all_rows) = 0;
+};
+
+// Reads config.json, picks the family by model_type (models/registry), loads and checks weights.
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& options);
+
+}  // namespace mlxb
