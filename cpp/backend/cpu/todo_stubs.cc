@@ -8,8 +8,6 @@ namespace mlxb::cpu {
 
 void CpuBackend::matmul(const Tensor&, const Tensor&, const Tensor*, Tensor&) { todo("matmul"); }
 void CpuBackend::embedding(const Tensor&, const Tensor&, float, Tensor&) { todo("embedding"); }
-void CpuBackend::qmatmul(const Tensor&, const QuantWeight&, const Tensor*, Tensor&) { todo("qmatmul"); }
-void CpuBackend::qembedding(const QuantWeight&, const Tensor&, float, Tensor&) { todo("qembedding"); }
 void CpuBackend::rms_norm(const Tensor&, const Tensor&, float, bool, Tensor&) { todo("rms_norm"); }
 void CpuBackend::layer_norm(const Tensor&, const Tensor&, const Tensor*, float, Tensor&) { todo("layer_norm"); }
 void CpuBackend::rope(Tensor&, const Tensor&, const RopeArgs&) { todo("rope"); }
