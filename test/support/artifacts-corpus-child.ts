@@ -1,21 +1,23 @@
 /**
  * Child process of artifacts-corpus.test.ts: runs corpus cases through the native loader (via
- * lib/native, as the library does) and writes one JSON line per event to fd 1, synchronously, so
- * that a crash leaves a `start` line without a result naming the case that killed the process.
- * Usage: node --import ./test/support/ts-register.mjs artifacts-corpus-child.ts cases.json [first]
+ * lib/native, as the library does) and appends one JSON line per event to a results file,
+ * synchronously (a regular file, so no pipe back-pressure), so that a crash leaves a `start` line
+ * without a result naming the case that killed the process.
+ * Usage: node --import ./test/support/ts-register.mjs artifacts-corpus-child.ts cases.json out.jsonl first
  */
-import { readFileSync, writeSync } from 'node:fs';
+import { openSync, readFileSync, writeSync } from 'node:fs';
 
 import { MlxbError } from '../../lib/errors.js';
 import { native } from '../../lib/native/index.js';
 import type { CorpusCase, CorpusResult } from './corpus-types.js';
 
 const cases = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as CorpusCase[];
-const first = Number(process.argv[3] ?? 0);
+const out = openSync(process.argv[3]!, 'a');
+const first = Number(process.argv[4] ?? 0);
 const b = native();
 
 function emit(o: object): void {
-  writeSync(1, `${JSON.stringify(o)}\n`);
+  writeSync(out, `${JSON.stringify(o)}\n`);
 }
 
 for (let i = first; i < cases.length; i++) {

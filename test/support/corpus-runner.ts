@@ -4,7 +4,7 @@
  * resumes with the next case, so one bad case cannot hide the others or kill the test runner.
  */
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -20,12 +20,16 @@ export function runCorpus(cases: CorpusCase[], workDir: string, env: NodeJS.Proc
   const child = join(here, 'artifacts-corpus-child.ts');
   let first = 0;
   while (first < cases.length) {
-    const r = spawnSync(process.execPath, ['--import', register, child, casesFile, String(first)], {
-      encoding: 'utf8', maxBuffer: 256 << 20, timeout: 300_000, env,
+    const outFile = join(workDir, `results-${first}.jsonl`);
+    rmSync(outFile, { force: true });
+    const r = spawnSync(process.execPath, ['--import', register, child, casesFile, outFile, String(first)], {
+      encoding: 'utf8', maxBuffer: 64 << 20, timeout: 300_000, env,
     });
+    let text = '';
+    try { text = readFileSync(outFile, 'utf8'); } catch { /* the child died before opening it */ }
     let started: string | undefined;
     let done = false;
-    for (const line of r.stdout.split('\n')) {
+    for (const line of text.split('\n')) {
       if (!line) continue;
       const msg = JSON.parse(line) as { start?: string; done?: boolean } & Partial<CorpusResult>;
       if (msg.start) started = msg.start;
