@@ -15,7 +15,7 @@ enum class ErrorCode {
   kNotBuilt,         // a backend that this binary was built without
   kIo,               // the operating system refused (open, mmap, read)
   kAborted,          // the caller cancelled
-  kBusy,             // the object is already running a call; retry after it settles
+  kBusy,             // a bounded queue is full; retry later
   kInternal,         // a bug of ours
 };
 
