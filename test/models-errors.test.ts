@@ -54,12 +54,23 @@ describe('loadModel options', () => {
     await rejects(loadModel(fixtureDir(NAME), null as never), InvalidArgumentError, 'options');
   });
 
-  it('reports progress up to 1', async () => {
+  it('reports monotone progress ending at 1 before the load resolves', async () => {
     const seen: number[] = [];
-    await using m = await loadModel(fixtureDir(NAME), { device: 'cpu', dtype: 'float32', onProgress: (p) => seen.push(p.fraction) });
+    const phases: string[] = [];
+    await using m = await loadModel(fixtureDir(NAME), {
+      device: 'cpu',
+      dtype: 'float32',
+      onProgress: (p) => {
+        seen.push(p.fraction);
+        phases.push(p.phase);
+      },
+    });
     expect(m.config.numLayers).toBe(2);
-    expect(seen.length).toBeGreaterThan(1);
     expect(seen.at(-1)).toBe(1);
+    expect(phases.at(-1)).toBe('done');
+    const n = seen.length;
+    await new Promise((r) => setTimeout(r, 20));
+    expect(seen.length).toBe(n);  // nothing arrives after the load resolved
     for (let i = 1; i < seen.length; i++) expect(seen[i]!).toBeGreaterThanOrEqual(seen[i - 1]!);
   });
 
@@ -120,8 +131,13 @@ describe('token ids and disposal', () => {
   it('the native layer checks ids too (typed, no crash)', async () => {
     // bypass the facade: the addon must still refuse out-of-vocabulary ids
     const { nativeModel } = await import('../lib/models/model.js');
-    await rejects(nativeModel(model).forward(new Int32Array([o.vocab_size + 7]), true), InvalidArgumentError, 'ids');
-    await rejects(nativeModel(model).forward(new Float32Array([1]) as never, true), InvalidArgumentError, 'ids');
+    const h = nativeModel(model);
+    await rejects(h.forward(new Int32Array([o.vocab_size + 7]), true), InvalidArgumentError, 'ids');
+    await rejects(h.greedy(new Int32Array([-3]), 2), InvalidArgumentError, 'ids');
+    throws(() => h.forward(new Float32Array([1]) as never, true), InvalidArgumentError, 'ids');
+    throws(() => h.forward(new Int32Array(0), true), InvalidArgumentError, 'ids');
+    throws(() => h.greedy(new Int32Array([1]), -1), InvalidArgumentError, 'n');
+    throws(() => h.createSession(0), InvalidArgumentError, 'maxTokens');
   });
 
   it('greedy of 0 tokens is empty; logits rows are [T, vocab]', async () => {
@@ -132,7 +148,7 @@ describe('token ids and disposal', () => {
   it('sessions enforce maxTokens and one forward at a time', async () => {
     using s = new Session(model, { maxTokens: 4 });
     const p = s.forward([1, 2]);
-    throws(() => void s.forward([3]), BusyError);
+    await rejects(s.forward([3]), BusyError, 'session');
     await p;
     expect(s.length).toBe(2);
     await rejects(s.forward([1, 2, 3]), InvalidArgumentError, 'ids');

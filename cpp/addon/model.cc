@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -146,23 +147,30 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
                                                 " more exceed its maxTokens of " + std::to_string(s.max_tokens), "ids");
         s.busy = true;
       }
+      // `busy` is cleared on the JS thread when the promise settles (not when the worker
+      // finishes), so a second call before the first one's await is always refused.
       auto out = std::make_shared<std::vector<float>>();
+      auto err = std::make_shared<std::exception_ptr>();
       return run_async(
           env,
-          [model, st, ids = std::move(ids), all_rows, out]() {
-            struct Done {
-              SessionState& s;
-              ~Done() {
-                std::lock_guard<std::mutex> lock(s.mu);
-                s.busy = false;
-                if (s.disposed) s.caches.clear();
-              }
-            } done{*st};
-            const int64_t t = static_cast<int64_t>(ids.size());
-            out->resize(static_cast<size_t>((all_rows ? t : 1) * model->config().vocab_size));
-            model->forward(ids.data(), t, st->caches, out->data(), all_rows);
+          [model, st, ids = std::move(ids), all_rows, out, err]() {
+            try {
+              const int64_t t = static_cast<int64_t>(ids.size());
+              out->resize(static_cast<size_t>((all_rows ? t : 1) * model->config().vocab_size));
+              model->forward(ids.data(), t, st->caches, out->data(), all_rows);
+            } catch (...) {
+              *err = std::current_exception();
+            }
           },
-          [out](Napi::Env e) -> Napi::Value { return to_js(e, *out); });
+          [st, out, err](Napi::Env e) -> Napi::Value {
+            {
+              std::lock_guard<std::mutex> lock(st->mu);
+              st->busy = false;
+              if (st->disposed) st->caches.clear();
+            }
+            if (*err) std::rethrow_exception(*err);
+            return to_js(e, *out);
+          });
     });
   }
 

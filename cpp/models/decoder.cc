@@ -63,6 +63,7 @@ class Decoder final : public Model {
   GraphCapabilities capabilities() const override { return spec_.caps; }
   Device device() const override { return device_; }
   int64_t weight_bytes() const override { return weight_bytes_; }
+  DType kv_dtype() const override { return act_; }
 
   CacheSet make_caches(int64_t max_tokens) const override {
     if (max_tokens <= 0) fail(ErrorCode::kInvalidArgument, "max_tokens must be positive", "max_tokens");

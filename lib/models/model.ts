@@ -108,6 +108,24 @@ export async function loadModel(dir: string, options?: LoadModelOptions): Promis
   else device = o.device;
   const dtype = o.dtype ?? 'auto';
   const cb = o.onProgress;
-  const handle = await b.loadModel(dir, { device, dtype }, cb ? (fraction, phase) => cb({ fraction, phase }) : undefined);
-  return new Model(handle, dtype);
+  // Native progress arrives through a queue that may still deliver after the load resolved:
+  // drop those, and always finish with { fraction: 1, phase: 'done' } before returning.
+  let open = true;
+  let last = 0;
+  const relay = cb
+    ? (fraction: number, phase: string) => {
+        if (!open || fraction < last || phase === 'done') return;
+        last = fraction;
+        cb({ fraction, phase });
+      }
+    : undefined;
+  let handle: NativeModel;
+  try {
+    handle = await b.loadModel(dir, { device, dtype }, relay);
+  } finally {
+    open = false;
+  }
+  const model = new Model(handle, dtype);
+  cb?.({ fraction: 1, phase: 'done' });
+  return model;
 }
