@@ -8,3 +8,9 @@ export type { LoadModelOptions, LoadProgress, ModelConfig, ModelDevice, ModelDty
 export { forwardSequence, greedyTokens } from './scoring/index.js';
 export { Session } from './state/index.js';
 export type { SessionOptions } from './state/index.js';
+export { loadTokenizer, ChatTemplate, StreamingDetokenizer, type ChatMessage } from './input/index.js';
+export {
+  generate, Generation, generationStats, loadGenerationConfig,
+  type GenerateOptions, type GenerationEvent, type GenerationInput, type GenerationResult, type GenerationTarget, type FinishReason,
+} from './generation/index.js';
+export { Sampler, type SamplingOptions } from './sampling/index.js';
