@@ -165,6 +165,7 @@ SampleResult Sampler::sample(const float* logits) {
     }
   }
 
+  if (!params_.logprobs && params_.top_logprobs == 0) return r;
   // Log-probabilities under the processed logits (before temperature and filters).
   double vmax = -std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < vocab_; ++i) vmax = std::max<double>(vmax, x[i]);

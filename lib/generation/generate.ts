@@ -168,8 +168,8 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
     maxTokens = Math.min(maxTokens, target.maxContext - prompt.length);
   }
   const stopIds = new Set(o.stopTokenIds ?? defaultStopIds(target));
-  const { logprobs, ...samplingNative } = o.sampling;
-  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, samplingNative, prompt.length + maxTokens);
+  const logprobs = o.sampling.logprobs;
+  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, o.sampling, prompt.length + maxTokens);
 
   return new Generation(async function* run(settle, fail) {
     const detok = target.tokenizer ? new StreamingDetokenizer(target.tokenizer, { skipSpecialTokens: o.skipSpecialTokens }) : undefined;
