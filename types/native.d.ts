@@ -6,5 +6,6 @@ import type { NativeModels } from './native/models.js';
 import type { NativeOps } from './native/ops.js';
 import type { NativeGeneration } from './native/generation.js';
 import type { NativeQuant } from './native/quant.js';
+import type { NativeExecution } from './native/engine.js';
 
-export interface NativeBinding extends NativeCore, NativeModels, NativeOps, NativeGeneration, NativeQuant {}
+export interface NativeBinding extends NativeCore, NativeModels, NativeOps, NativeGeneration, NativeQuant, NativeExecution {}
