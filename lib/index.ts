@@ -3,3 +3,9 @@
  * Component subpaths (artifacts, models, scoring, state, ...) expose the pieces.
  */
 export * from './errors.js';
+export { loadTokenizer, ChatTemplate, StreamingDetokenizer, type ChatMessage } from './input/index.js';
+export {
+  generate, Generation, generationStats, loadGenerationConfig,
+  type GenerateOptions, type GenerationEvent, type GenerationInput, type GenerationResult, type GenerationTarget, type FinishReason,
+} from './generation/index.js';
+export { Sampler, type SamplingOptions } from './sampling/index.js';
