@@ -385,7 +385,9 @@ Napi::Value cpu_features_js(const Napi::CallbackInfo& info) {
   o.Set("avx512bw", f.avx512bw);
   o.Set("avx512bf16", f.avx512_bf16);
   o.Set("avx512vnni", f.avx512_vnni);
-  const char* level = f.avx512f && f.avx512bw && f.avx512vl ? "avx512" : f.avx2 && f.fma && f.f16c ? "avx2" : "scalar";
+  const char* level = f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.avx2 && f.fma && f.f16c ? "avx512"
+                      : f.avx2 && f.fma && f.f16c                                                  ? "avx2"
+                                                                                                    : "scalar";
   o.Set("level", level);
   return o;
 }

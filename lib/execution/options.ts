@@ -60,10 +60,8 @@ export function resolveEngineOptions(
   if (kvBlocksOpt !== undefined && kvBytesOpt !== undefined) {
     throw new InvalidArgumentError('give kvBlocks or kvBytes, not both', 'kvBytes');
   }
+  // A larger maxContext than the model's is allowed: rope scaling (dynamic, yarn) exists for it.
   let maxContext = int('maxContext', 2, 2 ** 30) ?? (modelContext > 1 ? modelContext : 4096);
-  if (modelContext > 1 && maxContext > modelContext) {
-    throw new InvalidArgumentError(`maxContext ${maxContext} exceeds the model's context of ${modelContext}`, 'maxContext');
-  }
   let kvBlocks: number;
   if (kvBlocksOpt !== undefined) kvBlocks = kvBlocksOpt;
   else if (kvBytesOpt !== undefined) {

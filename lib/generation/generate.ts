@@ -30,8 +30,6 @@ export interface GenerationTarget {
   readonly generationConfig?: GenerationConfig;
   /** Extra default stop ids (config.json eos). */
   readonly eosTokenIds?: readonly number[];
-  /** Longest sequence the model supports (prompt + generated); 0 or absent = unbounded. */
-  readonly maxContext?: number;
 }
 
 export type GenerationInput = string | readonly ChatMessage[] | readonly number[] | Int32Array;
@@ -157,7 +155,7 @@ export interface TokenSource {
   dispose(): void;
 }
 
-/** A validated request: options resolved, prompt encoded and checked against the context. */
+/** A validated request: options resolved, prompt encoded, stop ids decided. */
 export interface PreparedGeneration {
   readonly options: ResolvedGenerateOptions;
   readonly prompt: number[];
@@ -179,13 +177,8 @@ export function prepareGeneration(target: GenerationTarget, input: GenerationInp
   const t0 = performance.now();
   const prompt = encodeInput(target, input, o);
   if (prompt.length === 0) throw new InvalidArgumentError('the prompt encodes to no tokens', 'input');
-  let maxTokens = o.maxTokens;
-  if (target.maxContext && target.maxContext > 0) {
-    if (prompt.length >= target.maxContext) {
-      throw new InvalidArgumentError(`the prompt has ${prompt.length} tokens; the model's context is ${target.maxContext}`, 'input');
-    }
-    maxTokens = Math.min(maxTokens, target.maxContext - prompt.length);
-  }
+  // Not capped at max_position_embeddings: rope scaling (dynamic, yarn) exists to go past it.
+  const maxTokens = o.maxTokens;
   const stopIds = new Set(o.stopTokenIds ?? defaultStopIds(target));
   return { options: o, prompt, maxTokens, stopIds, t0 };
 }
@@ -196,8 +189,7 @@ export function prepareGeneration(target: GenerationTarget, input: GenerationInp
  */
 export function generate(target: GenerationTarget, input: GenerationInput, options?: GenerateOptions): Generation {
   const p = prepareGeneration(target, input, options);
-  const { logprobs: _logprobs, ...samplingNative } = p.options.sampling;
-  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, samplingNative, p.prompt.length + p.maxTokens);
+  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, p.options.sampling, p.prompt.length + p.maxTokens);
   return runGeneration(target, p, {
     first: () => seq.prefill(Int32Array.from(p.prompt)),
     next: (token) => seq.step(token),

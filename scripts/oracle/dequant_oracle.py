@@ -112,7 +112,7 @@ def process(name, src, out_root):
             raise ValueError(f"weights transformers did not take: {missing}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    prompt = json.load(open(os.path.join(src, "oracle.json")))["prompt_ids"] if os.path.exists(os.path.join(src, "oracle.json")) else list(range(1, 33))
+    prompt = json.load(open(os.path.join(src, "prompt.json")))["prompt_ids"]
     logits, greedy_logits, toks, margins, _, notes = run_oracle(model, prompt)
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
