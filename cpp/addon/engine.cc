@@ -258,7 +258,8 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
   int64_t kv_bytes_ = 0;
 };
 
-Napi::Value bytes_per_block(const Napi::CallbackInfo& info) {
+// engineModelFacts(model, blockSize) -> { bytesPerBlock, maxPositions }
+Napi::Value model_facts(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guarded(env, [&]() -> Napi::Value {
     std::shared_ptr<Model> model = unwrap_model(info.Length() > 0 ? info[0] : env.Undefined());
@@ -266,13 +267,16 @@ Napi::Value bytes_per_block(const Napi::CallbackInfo& info) {
     const int64_t bs = info[1].As<Napi::Number>().Int64Value();
     if (bs < 1 || bs > 4096) bad("blockSize", "must be an integer in [1, 4096]");
     PagedSpec s = ModelRunner::spec_for(*model, bs, 1);
-    return Napi::Number::New(env, s.layers == 0 ? 0.0 : static_cast<double>(PagedKVPool::bytes_per_block(s)));
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("bytesPerBlock", s.layers == 0 ? 0.0 : static_cast<double>(PagedKVPool::bytes_per_block(s)));
+    o.Set("maxPositions", static_cast<double>(model->config().max_position_embeddings));
+    return o;
   });
 }
 
 void init(Napi::Env env, Napi::Object exports) {
   exports.Set("InferenceEngine", EngineWrap::define(env));
-  exports.Set("engineBytesPerBlock", Napi::Function::New(env, bytes_per_block));
+  exports.Set("engineModelFacts", Napi::Function::New(env, model_facts));
 }
 
 Registrar reg(init);

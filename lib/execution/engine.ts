@@ -118,10 +118,10 @@ export class InferenceEngine implements AsyncDisposable {
       throw new InvalidArgumentError('model must be a loaded language model', 'model');
     }
     const b = native();
-    const checked = resolveEngineOptions(options, 0, target.maxContext ?? 0);  // validates; sizes need bytesPerBlock
-    const bytesPerBlock = b.engineBytesPerBlock(target.nativeHandle, checked.blockSize);
+    const checked = resolveEngineOptions(options, 0, 0);  // validates; sizes need the model's facts
+    const facts = b.engineModelFacts(target.nativeHandle, checked.blockSize);
     const o: NativeEngineOptions = {
-      ...resolveEngineOptions(options, bytesPerBlock, target.maxContext ?? 0),
+      ...resolveEngineOptions(options, facts.bytesPerBlock, facts.maxPositions),
       fingerprint: `engine-${process.pid}-${++engineCounter}-vocab${target.vocabSize}`,
     };
     this.options = Object.freeze(o);

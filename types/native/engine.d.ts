@@ -68,6 +68,6 @@ export interface NativeEngine {
 export interface NativeExecution {
   InferenceEngine: new (model: object, options: NativeEngineOptions,
     onEvents: (events: NativeEngineEvent[], last: boolean) => void) => NativeEngine;
-  /** KV bytes of one block (all layers, K and V) for this model; 0 for a model without KV. */
-  engineBytesPerBlock(model: object, blockSize: number): number;
+  /** KV bytes of one block (all layers, K and V; 0 for a model without KV) and the model's max_position_embeddings (0 = unknown). */
+  engineModelFacts(model: object, blockSize: number): { bytesPerBlock: number; maxPositions: number };
 }
