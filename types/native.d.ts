@@ -5,5 +5,7 @@ import type { NativeCore } from './native/core.js';
 import type { NativeModels } from './native/models.js';
 import type { NativeOps } from './native/ops.js';
 import type { NativeGeneration } from './native/generation.js';
+import type { NativeArtifacts } from './native/artifacts.js';
+import type { NativeQuant } from './native/quant.js';
 
-export interface NativeBinding extends NativeCore, NativeModels, NativeOps, NativeGeneration {}
+export interface NativeBinding extends NativeCore, NativeModels, NativeOps, NativeGeneration, NativeArtifacts, NativeQuant {}

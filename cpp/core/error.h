@@ -15,6 +15,7 @@ enum class ErrorCode {
   kNotBuilt,         // a backend that this binary was built without
   kIo,               // the operating system refused (open, mmap, read)
   kAborted,          // the caller cancelled
+  kBusy,             // a bounded queue is full; retry later
   kInternal,         // a bug of ours
 };
 
@@ -28,6 +29,7 @@ inline const char* error_code_name(ErrorCode c) {
     case ErrorCode::kNotBuilt: return "NOT_BUILT";
     case ErrorCode::kIo: return "IO";
     case ErrorCode::kAborted: return "ABORTED";
+    case ErrorCode::kBusy: return "BUSY";
     case ErrorCode::kInternal: return "INTERNAL";
   }
   return "INTERNAL";

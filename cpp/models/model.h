@@ -6,6 +6,7 @@
 #include <memory>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "io/config.h"
@@ -44,6 +45,22 @@ class Model {
   // Writes float32 logits to host memory `logits`: [t, vocab] when all_rows, else [1, vocab] for
   // the last token only.
   virtual void forward(const int32_t* ids, int64_t t, CacheSet& caches, float* logits, bool all_rows) = 0;
+
+  // --- batched execution (the engine's runner). Additive; the defaults keep every family working.
+  struct Row {
+    const int32_t* ids = nullptr;  // t tokens at positions caches.length() ...
+    int64_t t = 0;
+    CacheSet* caches = nullptr;    // any LayerCache (the engine passes paged caches)
+    float* logits = nullptr;       // as forward(): [t, vocab] when all_rows, else [1, vocab]
+    bool all_rows = false;
+  };
+  // Runs independent sequences in one call. The default runs them one by one through forward();
+  // a family that fuses rows must give every row the logits it would get alone (batch invariance).
+  virtual void forward_rows(const std::vector<Row>& rows) {
+    for (const Row& r : rows) forward(r.ids, r.t, *r.caches, r.logits, r.all_rows);
+  }
+  // Element type the KV cache should store for this model (the paged pool allocates it).
+  virtual DType kv_dtype() const { return DType::F32; }
 };
 
 // Reads config.json, picks the family by model_type (models/registry), loads and checks weights.

@@ -1,0 +1,71 @@
+// Helpers shared by the CPU op files: argument checks that raise kInvalidArgument, and scalar
+// conversion of f32/bf16/f16 rows to and from float32. Not a kernel library: SIMD code lives in
+// the *_avx2.cc / *_avx512.cc files behind kernels.h.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace mlxb::cpu {
+
+[[noreturn]] inline void bad_arg(const char* op, const std::string& msg) {
+  fail(ErrorCode::kInvalidArgument, std::string(op) + ": " + msg);
+}
+
+inline void require(bool cond, const char* op, const std::string& msg) {
+  if (!cond) bad_arg(op, msg);
+}
+
+inline bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+// Checks a CPU tensor: defined, on the host, contiguous, of one of the allowed dtypes.
+inline void check_host(const char* op, const char* name, const Tensor& t, bool need_contiguous = true) {
+  require(t.defined(), op, std::string(name) + " is undefined");
+  require(t.device() == Device::kCPU, op, std::string(name) + " must be on the cpu, got " + t.describe());
+  if (need_contiguous) require(t.is_contiguous(), op, std::string(name) + " must be contiguous: " + t.describe());
+}
+
+inline void check_dtype(const char* op, const char* name, const Tensor& t, DType want) {
+  require(t.dtype() == want, op, std::string(name) + " must be " + dtype_name(want) + ", got " + t.describe());
+}
+
+inline void check_float(const char* op, const char* name, const Tensor& t) {
+  require(is_float(t.dtype()), op, std::string(name) + " must be float32/bfloat16/float16, got " + t.describe());
+}
+
+// Number of rows of the last dimension: the product of all leading dims (1 for a vector).
+inline int64_t rows_of(const Tensor& t) {
+  int64_t r = 1;
+  for (int64_t i = 0; i + 1 < t.ndim(); ++i) r *= t.dim(i);
+  return r;
+}
+
+inline float load_f32(const void* base, DType t, int64_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(base)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    default: return 0.0f;
+  }
+}
+
+inline void store_f32(void* base, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::F32: static_cast<float*>(base)[i] = v; break;
+    case DType::BF16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(v); break;
+    case DType::F16: static_cast<uint16_t*>(base)[i] = f32_to_f16(v); break;
+    default: break;
+  }
+}
+
+// dst[0..n) = float32(src[0..n)) for an f32/bf16/f16 source (scalar; kernels.h has SIMD versions).
+inline void row_to_f32(const void* src, DType t, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = load_f32(src, t, i);
+}
+
+inline const char* elem_ptr(const Tensor& t, int64_t elem_offset) {
+  return static_cast<const char*>(t.data()) + elem_offset * dtype_size(t.dtype());
+}
+
+}  // namespace mlxb::cpu

@@ -1,0 +1,43 @@
+// rms_norm: y = x * rsqrt(mean(x^2) + eps) * w, or * (1 + w) for Gemma (add_one), per row of the
+// last dim, float32 math as PyTorch does it (the product x * rsqrt(...) is rounded before the
+// weight multiplies it). x may alias y.
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/backend.h"
+#include "backend/cpu/common.h"
+#include "core/thread_pool.h"
+
+namespace mlxb::cpu {
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y) {
+  const char* op = "rms_norm";
+  check_host(op, "x", x);
+  check_host(op, "w", w);
+  check_host(op, "y", y);
+  check_dtype(op, "x", x, DType::F32);
+  check_dtype(op, "y", y, DType::F32);
+  check_float(op, "w", w);
+  require(x.ndim() >= 1 && x.numel() == y.numel() && y.dim(-1) == x.dim(-1), op,
+          "x and y must have the same shape: " + x.describe() + " vs " + y.describe());
+  const int64_t h = x.dim(-1), rows = rows_of(x);
+  require(w.numel() == h, op, "w must have " + std::to_string(h) + " elements, got " + w.describe());
+  std::vector<float> wf(static_cast<size_t>(h));
+  row_to_f32(w.data(), w.dtype(), h, wf.data());
+  if (add_one)
+    for (float& v : wf) v = 1.0f + v;
+  const float* xp = x.ptr<float>();
+  float* yp = y.ptr<float>();
+  parallel_for(rows, 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = xp + r * h;
+      float* yr = yp + r * h;
+      double ss = 0.0;
+      for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(xr[j]) * xr[j];
+      const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(h)) + eps);
+      for (int64_t j = 0; j < h; ++j) yr[j] = (xr[j] * inv) * wf[j];
+    }
+  });
+}
+
+}  // namespace mlxb::cpu

@@ -1,0 +1,39 @@
+// The plain-data contract between the scheduler and whatever runs the model (DESIGN.md rule 5):
+// the scheduler decides which rows advance by how many tokens and where their KV blocks are; the
+// runner computes, samples and knows nothing of queues or budgets.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace mlxb {
+
+struct StepRow {
+  int64_t seq_id = 0;
+  const int32_t* tokens = nullptr;  // the `count` tokens at positions [start, start + count)
+  int64_t start = 0;
+  int64_t count = 0;
+  // This chunk reaches the end of the known tokens: the runner samples the next token from the
+  // logits of its last position. Otherwise (a prefill chunk) only the KV is written.
+  bool sample = false;
+  const std::vector<int32_t>* blocks = nullptr;  // block table covering positions [0, start + count)
+};
+
+struct StepPlan {
+  std::vector<StepRow> rows;
+  int64_t prefill_tokens = 0;  // tokens in non-final chunks plus prompt chunks (for stats)
+};
+
+struct StepOutput {
+  std::vector<int32_t> tokens;  // one per plan row: the sampled token, or -1 where !sample
+};
+
+// What the engine drives. `begin` / `forget` bracket a sequence's life so the runner can keep
+// per-sequence state (sampler, RNG); `run` executes one plan.
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual void run(const StepPlan& plan, StepOutput& out) = 0;
+  virtual void forget(int64_t seq_id) = 0;
+};
+
+}  // namespace mlxb
