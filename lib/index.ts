@@ -3,3 +3,14 @@
  * Component subpaths (artifacts, models, scoring, state, ...) expose the pieces.
  */
 export * from './errors.js';
+export { loadModel, Model } from './models/index.js';
+export type { LoadModelOptions, LoadProgress, ModelConfig, ModelDevice, ModelDtype } from './models/index.js';
+export { forwardSequence, greedyTokens } from './scoring/index.js';
+export { Session } from './state/index.js';
+export type { SessionOptions } from './state/index.js';
+export { loadTokenizer, ChatTemplate, StreamingDetokenizer, type ChatMessage } from './input/index.js';
+export {
+  generate, Generation, generationStats, loadGenerationConfig,
+  type GenerateOptions, type GenerationEvent, type GenerationInput, type GenerationResult, type GenerationTarget, type FinishReason,
+} from './generation/index.js';
+export { Sampler, type SamplingOptions } from './sampling/index.js';

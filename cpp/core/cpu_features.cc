@@ -32,6 +32,7 @@ static CpuFeatures probe() {
   f.f16c = ymm && f16c;
   f.avx512f = zmm && ((b >> 16) & 1);
   f.avx512bw = zmm && ((b >> 30) & 1);
+  f.avx512dq = zmm && ((b >> 17) & 1);
   f.avx512vl = zmm && ((b >> 31) & 1);
   f.avx512_vnni = zmm && ((c >> 11) & 1);
   __cpuid_count(7, 1, a, b, c, d);
@@ -40,7 +41,7 @@ static CpuFeatures probe() {
   if (const char* cap = std::getenv("MLXB_CPU")) {
     if (std::strcmp(cap, "scalar") == 0) f = CpuFeatures{};
     if (std::strcmp(cap, "avx2") == 0) {
-      f.avx512f = f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_vnni = false;
+      f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512_bf16 = f.avx512_vnni = false;
     }
   }
   return f;

@@ -61,6 +61,12 @@ static void store_float(void* base, DType t, int64_t i, float v) {
   }
 }
 
+static float round_to(float v, DType t) {
+  if (t == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
+  if (t == DType::F16) return f16_to_f32(f32_to_f16(v));
+  return v;
+}
+
 float scale_at(const QuantWeight& w, int64_t row, int64_t group) {
   return load_float(w.scales.data(), w.scales.dtype(), row * (w.cols / w.group_size) + group);
 }
@@ -175,7 +181,8 @@ QuantWeight quantize(const Tensor& w, int bits, int group_size, DType scale_dtyp
     std::vector<float> wf(static_cast<size_t>(cols));
     std::vector<uint8_t> q(static_cast<size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t k = 0; k < cols; ++k) wf[k] = load_float(src, src_t, r * cols + k);
+      // The values are first rounded to the scales' dtype: MLX quantizes a tensor of that dtype.
+      for (int64_t k = 0; k < cols; ++k) wf[k] = round_to(load_float(src, src_t, r * cols + k), scale_dtype);
       for (int64_t g = 0; g < groups; ++g) {
         float s, b;
         quantize_group(wf.data() + g * group_size, group_size, bits, q.data() + g * group_size, &s, &b);

@@ -56,8 +56,9 @@ void validate(const QuantWeight& w, const std::string& name);
 QuantWeight make_weight(Tensor packed, Tensor scales, Tensor biases, int bits, int group_size,
                         const std::string& name);
 
-// Quantizes w [N, K] (f32/f16/bf16, CPU, contiguous) with MLX's algorithm. scales/biases get
-// dtype `scale_dtype` (f32/f16/bf16). Threaded over rows.
+// Quantizes w [N, K] (f32/f16/bf16, CPU, contiguous) with MLX's algorithm as MLX quantizes a
+// tensor of dtype `scale_dtype` (f32/f16/bf16): w's values are rounded to that dtype first, and
+// scales/biases are stored in it. Threaded over rows.
 QuantWeight quantize(const Tensor& w, int bits, int group_size, DType scale_dtype);
 
 // Dequantizes rows [r0, r1) into out (float32, (r1 - r0) x cols) by the format's formula.

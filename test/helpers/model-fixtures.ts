@@ -21,6 +21,8 @@ export interface Oracle {
   greedy_logits: { file: string; shape: [number, number] };
   rope_inv_freq_at_load: Record<string, number[] | number>;
   rope_inv_freq_after_prompt: Record<string, number[] | number>;
+  loaded_rope_parameters: Record<string, unknown> | null;
+  loaded_layer_types: string[] | null;
   notes: Record<string, unknown>;
 }
 

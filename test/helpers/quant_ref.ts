@@ -113,8 +113,9 @@ export interface RefQuantized {
   biases: Float64Array;
 }
 
-/** MLX's affine quantizer in emulated float32. */
-export function refQuantize(w: Float32Array, rows: number, cols: number, bits: number, groupSize: number, dtype: FloatDtype): RefQuantized {
+/** MLX's affine quantizer in emulated float32, on w's values stored as `dtype` (MLX quantizes a tensor of the scales' dtype). */
+export function refQuantize(w0: Float32Array, rows: number, cols: number, bits: number, groupSize: number, dtype: FloatDtype): RefQuantized {
+  const w = w0.map((v) => storeAs(v, dtype));
   const nBins = (1 << bits) - 1;
   const eps = f(1e-7);
   const groups = cols / groupSize;

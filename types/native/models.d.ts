@@ -1,3 +1,71 @@
-// Exports of cpp/addon/ for the models area (filled in as the area lands).
-// eslint-disable-next-line @typescript-eslint/no-empty-interface
-export interface NativeModels {}
+// Exports of cpp/addon/model.cc (the models area): loading a checkpoint, forward passes on a fresh
+// cache, greedy decoding, and sessions holding one sequence's KV caches for incremental decoding.
+
+/** Hyperparameters as the native loader read them from config.json (any dialect). */
+export interface NativeModelConfig {
+  modelType: string;
+  vocabSize: number;
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  maxPositionEmbeddings: number;
+  /** 0 when no layer uses sliding-window attention. */
+  slidingWindow: number;
+  layerTypes: Array<'full_attention' | 'sliding_attention'>;
+  tieWordEmbeddings: boolean;
+  finalLogitSoftcapping: number;
+  attnLogitSoftcapping: number;
+  eosTokenIds: number[];
+  bosTokenId: number | null;
+  /** torch_dtype / dtype of config.json ('' when absent). */
+  torchDtype: string;
+  quantized: boolean;
+}
+
+export interface NativeModelInfo {
+  device: 'cpu' | 'cuda';
+  weightBytes: number;
+  slidingWindow: boolean;
+  logitSoftcap: boolean;
+}
+
+export interface NativeLoadOptions {
+  device: 'cpu' | 'cuda';
+  dtype: 'float32' | 'bfloat16' | 'float16' | 'auto';
+}
+
+/**
+ * One sequence's KV caches. `forward` appends `ids` at positions length()..length()+T-1 and
+ * resolves to float32 logits, [T, vocab] row-major when allRows, else [1, vocab] (last token).
+ * One forward at a time per session (a second call while one runs throws BusyError); a forward
+ * that fails leaves the session in an undefined state: reset() it. Every call after dispose()
+ * throws InvalidArgumentError; so does any call once the model is disposed.
+ */
+export interface NativeSession {
+  forward(ids: Int32Array, allRows: boolean): Promise<Float32Array>;
+  /** Tokens held (the position the next forward starts at). */
+  length(): number;
+  reset(): void;
+  dispose(): void;
+}
+
+export interface NativeModel {
+  config(): NativeModelConfig;
+  info(): NativeModelInfo;
+  /** Logits of `ids` on a fresh cache: [T, vocab] when allRows, else [1, vocab]. */
+  forward(ids: Int32Array, allRows: boolean): Promise<Float32Array>;
+  /** Greedy continuation: prefill, then one token at a time on the same caches; n tokens. */
+  greedy(ids: Int32Array, n: number): Promise<Int32Array>;
+  /** A session whose caches hold at most maxTokens tokens. */
+  createSession(maxTokens: number): NativeSession;
+  /** Frees the weights once running work finishes; later calls throw InvalidArgumentError. */
+  dispose(): void;
+}
+
+export interface NativeModels {
+  /** Loads on a worker thread; onProgress(fraction, phase) is called on the JS thread. */
+  loadModel(dir: string, options: NativeLoadOptions, onProgress?: (fraction: number, phase: string) => void): Promise<NativeModel>;
+}

@@ -36,6 +36,8 @@ export type OpParams = Record<string, number | boolean | string>;
 export interface OpTiming {
   msMedian: number;
   msMin: number;
+  /** Median process CPU time (all threads) per run: less noisy than wall time on a busy machine. */
+  cpuMsMedian: number;
   iters: number;
 }
 

@@ -13,7 +13,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   check_dtype(op, "a", a, DType::F32);
   check_dtype(op, "b", b, DType::F32);
   check_dtype(op, "out", out, DType::F32);
-  require(a.shape() == b.shape() && a.numel() == out.numel(), op,
+  MLXB_ARG(a.shape() == b.shape() && a.numel() == out.numel(), op,
           "a, b and out must have the same shape: " + a.describe() + ", " + b.describe() + ", " + out.describe());
   const float* ap = a.ptr<float>();
   const float* bp = b.ptr<float>();

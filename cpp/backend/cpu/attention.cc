@@ -19,8 +19,8 @@ namespace {
 void check_cache(const char* op, const char* name, const Tensor& t, int64_t s) {
   check_host(op, name, t, false);
   check_float(op, name, t);
-  require(t.ndim() == 3 && t.dim(1) == s, op, std::string(name) + " must be [Hkv, S, D], got " + t.describe());
-  require(t.stride(2) == 1 && t.stride(1) == t.dim(2) && t.stride(0) >= s * t.dim(2), op,
+  MLXB_ARG(t.ndim() == 3 && t.dim(1) == s, op, std::string(name) + " must be [Hkv, S, D], got " + t.describe());
+  MLXB_ARG(t.stride(2) == 1 && t.stride(1) == t.dim(2) && t.stride(0) >= s * t.dim(2), op,
           std::string(name) + " must have contiguous rows and dim-0 stride >= S*D");
 }
 
@@ -74,12 +74,12 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   check_dtype(op, "out", out, DType::F32);
   check_dtype(op, "q_pos", q_pos, DType::I32);
   check_dtype(op, "k_pos", k_pos, DType::I32);
-  require(q.ndim() == 3, op, "q must be [T, Hq, D], got " + q.describe());
-  require(k.defined() && k.ndim() == 3, op, "k must be [Hkv, S, D]");
+  MLXB_ARG(q.ndim() == 3, op, "q must be [T, Hq, D], got " + q.describe());
+  MLXB_ARG(k.defined() && k.ndim() == 3, op, "k must be [Hkv, S, D]");
   const int64_t s = k.dim(1);
   check_cache(op, "k", k, s);
   check_cache(op, "v", v, s);
-  require(k.dtype() == v.dtype(), op, "k and v must share a dtype");
+  MLXB_ARG(k.dtype() == v.dtype(), op, "k and v must share a dtype");
   AttentionView a;
   a.t = q.dim(0);
   a.hq = q.dim(1);
@@ -87,14 +87,14 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   a.hkv = k.dim(0);
   a.s = s;
   a.dv = v.dim(2);
-  require(k.dim(2) == a.d, op, "k's head dim must equal q's: " + k.describe() + " vs " + q.describe());
-  require(v.dim(0) == a.hkv, op, "k and v must have the same number of heads");
-  require(a.hkv > 0 && a.hq % a.hkv == 0, op, "query heads must be a multiple of key/value heads");
-  require(out.ndim() == 3 && out.dim(0) == a.t && out.dim(1) == a.hq && out.dim(2) == a.dv, op,
+  MLXB_ARG(k.dim(2) == a.d, op, "k's head dim must equal q's: " + k.describe() + " vs " + q.describe());
+  MLXB_ARG(v.dim(0) == a.hkv, op, "k and v must have the same number of heads");
+  MLXB_ARG(a.hkv > 0 && a.hq % a.hkv == 0, op, "query heads must be a multiple of key/value heads");
+  MLXB_ARG(out.ndim() == 3 && out.dim(0) == a.t && out.dim(1) == a.hq && out.dim(2) == a.dv, op,
           "out must be [T, Hq, Dv], got " + out.describe());
-  require(q_pos.numel() == a.t, op, "q_pos must have T entries, got " + q_pos.describe());
-  require(k_pos.numel() == s, op, "k_pos must have S entries, got " + k_pos.describe());
-  require(args.softcap >= 0.0f && args.window >= 0, op, "softcap and window must be >= 0");
+  MLXB_ARG(q_pos.numel() == a.t, op, "q_pos must have T entries, got " + q_pos.describe());
+  MLXB_ARG(k_pos.numel() == s, op, "k_pos must have S entries, got " + k_pos.describe());
+  MLXB_ARG(args.softcap >= 0.0f && args.window >= 0, op, "softcap and window must be >= 0");
   a.q = q.ptr<float>();
   a.k = static_cast<const char*>(k.data());
   a.v = static_cast<const char*>(v.data());

@@ -1,9 +1,14 @@
-// Picks the attention kernel for this CPU and shape (reference until the SIMD paths land).
+// Picks the attention kernel for this CPU.
 #include "backend/cpu/kernels.h"
-#include "core/cpu_features.h"
 
 namespace mlxb::cpu {
 
-void attention_dispatch(const AttentionView& a) { attention_reference(a); }
+void attention_dispatch(const AttentionView& a) {
+  if (simd_level() >= SimdLevel::kAvx2) {
+    avx2::attention(a);
+    return;
+  }
+  attention_reference(a);
+}
 
 }  // namespace mlxb::cpu

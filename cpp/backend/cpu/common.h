@@ -13,25 +13,28 @@ namespace mlxb::cpu {
   fail(ErrorCode::kInvalidArgument, std::string(op) + ": " + msg);
 }
 
-inline void require(bool cond, const char* op, const std::string& msg) {
-  if (!cond) bad_arg(op, msg);
-}
+// Argument check whose message is only built when it fails (describe() is not free, and ops run
+// per token).
+#define MLXB_ARG(cond, op, msg)                    \
+  do {                                             \
+    if (!(cond)) ::mlxb::cpu::bad_arg((op), (msg)); \
+  } while (0)
 
 inline bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 // Checks a CPU tensor: defined, on the host, contiguous, of one of the allowed dtypes.
 inline void check_host(const char* op, const char* name, const Tensor& t, bool need_contiguous = true) {
-  require(t.defined(), op, std::string(name) + " is undefined");
-  require(t.device() == Device::kCPU, op, std::string(name) + " must be on the cpu, got " + t.describe());
-  if (need_contiguous) require(t.is_contiguous(), op, std::string(name) + " must be contiguous: " + t.describe());
+  MLXB_ARG(t.defined(), op, std::string(name) + " is undefined");
+  MLXB_ARG(t.device() == Device::kCPU, op, std::string(name) + " must be on the cpu, got " + t.describe());
+  if (need_contiguous) MLXB_ARG(t.is_contiguous(), op, std::string(name) + " must be contiguous: " + t.describe());
 }
 
 inline void check_dtype(const char* op, const char* name, const Tensor& t, DType want) {
-  require(t.dtype() == want, op, std::string(name) + " must be " + dtype_name(want) + ", got " + t.describe());
+  MLXB_ARG(t.dtype() == want, op, std::string(name) + " must be " + dtype_name(want) + ", got " + t.describe());
 }
 
 inline void check_float(const char* op, const char* name, const Tensor& t) {
-  require(is_float(t.dtype()), op, std::string(name) + " must be float32/bfloat16/float16, got " + t.describe());
+  MLXB_ARG(is_float(t.dtype()), op, std::string(name) + " must be float32/bfloat16/float16, got " + t.describe());
 }
 
 // Number of rows of the last dimension: the product of all leading dims (1 for a vector).

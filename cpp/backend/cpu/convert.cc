@@ -12,13 +12,13 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
   const char* op = "convert";
   check_host(op, "src", src);
   check_host(op, "dst", dst);
-  require(src.numel() == dst.numel(), op, "src and dst sizes differ: " + src.describe() + " vs " + dst.describe());
+  MLXB_ARG(src.numel() == dst.numel(), op, "src and dst sizes differ: " + src.describe() + " vs " + dst.describe());
   const DType st = src.dtype(), dt = dst.dtype();
   if (st == dt) {
     std::memmove(dst.data(), src.data(), static_cast<size_t>(src.nbytes()));
     return;
   }
-  require(is_float(st) && is_float(dt), op, std::string("cannot convert ") + dtype_name(st) + " to " + dtype_name(dt));
+  MLXB_ARG(is_float(st) && is_float(dt), op, std::string("cannot convert ") + dtype_name(st) + " to " + dtype_name(dt));
   const char* s = static_cast<const char*>(src.data());
   char* d = static_cast<char*>(dst.data());
   parallel_for(src.numel(), 65536, [&](int64_t i0, int64_t i1) {

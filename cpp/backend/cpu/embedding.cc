@@ -14,13 +14,13 @@ void CpuBackend::embedding(const Tensor& table, const Tensor& ids, float scale, 
   check_float(op, "table", table);
   check_dtype(op, "ids", ids, DType::I32);
   check_dtype(op, "out", out, DType::F32);
-  require(table.ndim() == 2, op, "table must be [V, H], got " + table.describe());
+  MLXB_ARG(table.ndim() == 2, op, "table must be [V, H], got " + table.describe());
   const int64_t v = table.dim(0), h = table.dim(1), t = ids.numel();
-  require(out.numel() == t * h && out.ndim() >= 1 && out.dim(-1) == h, op,
+  MLXB_ARG(out.numel() == t * h && out.ndim() >= 1 && out.dim(-1) == h, op,
           "out must be [T, H] = [" + std::to_string(t) + ", " + std::to_string(h) + "], got " + out.describe());
   const int32_t* id = ids.ptr<int32_t>();
   for (int64_t i = 0; i < t; ++i)
-    require(id[i] >= 0 && id[i] < v, op, "token id " + std::to_string(id[i]) + " at " + std::to_string(i) +
+    MLXB_ARG(id[i] >= 0 && id[i] < v, op, "token id " + std::to_string(id[i]) + " at " + std::to_string(i) +
                                              " is outside the vocabulary [0, " + std::to_string(v) + ")");
   float* o = out.ptr<float>();
   const DType dt = table.dtype();

@@ -37,9 +37,9 @@ void CpuBackend::gated_act(const Tensor& gate, const Tensor& up, Activation act,
   check_dtype(op, "gate", gate, DType::F32);
   check_dtype(op, "up", up, DType::F32);
   check_dtype(op, "out", out, DType::F32);
-  require(gate.shape() == up.shape() && gate.numel() == out.numel(), op,
+  MLXB_ARG(gate.shape() == up.shape() && gate.numel() == out.numel(), op,
           "gate, up and out must have the same shape: " + gate.describe() + ", " + up.describe() + ", " + out.describe());
-  require(act == Activation::kSiLU || act == Activation::kGeluExact || act == Activation::kGeluTanh, op,
+  MLXB_ARG(act == Activation::kSiLU || act == Activation::kGeluExact || act == Activation::kGeluTanh, op,
           "unknown activation");
   const float* g = gate.ptr<float>();
   const float* u = up.ptr<float>();

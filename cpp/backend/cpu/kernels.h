@@ -15,6 +15,19 @@ void matmul_reference(const float* x, const void* w, DType wt, const float* bias
 void matmul_dispatch(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n,
                      int64_t k);
 
+// The kernel family in use: widest allowed by cpu_features() (MLXB_CPU caps it).
+enum class SimdLevel { kScalar, kAvx2, kAvx512 };
+SimdLevel simd_level();
+
+namespace avx2 {
+void matmul(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n, int64_t k);
+}  // namespace avx2
+namespace avx512 {
+// use_bf16_dot: bf16 weights with M > 4 go through vdpbf16ps with activations rounded to bf16.
+void matmul(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n, int64_t k,
+            bool use_bf16_dot);
+}  // namespace avx512
+
 }  // namespace mlxb::cpu
 
 namespace mlxb::cpu {
@@ -45,6 +58,9 @@ struct AttentionView {
 
 void attention_reference(const AttentionView& a);
 void attention_dispatch(const AttentionView& a);
+namespace avx2 {
+void attention(const AttentionView& a);
+}  // namespace avx2
 
 // --- softmax (softmax.cc): one row, max-subtracted; an all -inf row gives zeros.
 void softmax_row(const float* x, float* y, int64_t n);
@@ -56,5 +72,8 @@ namespace mlxb::cpu {
 // --- gated_act (gated_act.cc, gated_act_dispatch.cc): o[i] = act(g[i]) * u[i] over one range.
 void gated_act_reference(const float* g, const float* u, float* o, int64_t n, Activation act);
 void gated_act_dispatch(const float* g, const float* u, float* o, int64_t n, Activation act);
+namespace avx2 {
+void gated_act(const float* g, const float* u, float* o, int64_t n, Activation act);
+}  // namespace avx2
 
 }  // namespace mlxb::cpu

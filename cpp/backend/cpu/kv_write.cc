@@ -16,16 +16,16 @@ void CpuBackend::kv_write(const Tensor& src, const Tensor& slots, Tensor& cache)
   check_float(op, "src", src);
   check_float(op, "cache", cache);
   check_dtype(op, "slots", slots, DType::I32);
-  require(src.ndim() == 3, op, "src must be [T, H, D], got " + src.describe());
-  require(cache.ndim() == 3, op, "cache must be [H, S, D], got " + cache.describe());
+  MLXB_ARG(src.ndim() == 3, op, "src must be [T, H, D], got " + src.describe());
+  MLXB_ARG(cache.ndim() == 3, op, "cache must be [H, S, D], got " + cache.describe());
   const int64_t t = src.dim(0), h = src.dim(1), d = src.dim(2), s = cache.dim(1);
-  require(cache.dim(0) == h && cache.dim(2) == d, op, "cache heads/dim differ from src: " + cache.describe() + " vs " + src.describe());
-  require(cache.stride(2) == 1 && cache.stride(1) == d && cache.stride(0) >= s * d, op,
+  MLXB_ARG(cache.dim(0) == h && cache.dim(2) == d, op, "cache heads/dim differ from src: " + cache.describe() + " vs " + src.describe());
+  MLXB_ARG(cache.stride(2) == 1 && cache.stride(1) == d && cache.stride(0) >= s * d, op,
           "cache must have contiguous rows and dim-0 stride >= S*D");
-  require(slots.numel() == t, op, "slots must have T entries, got " + slots.describe());
+  MLXB_ARG(slots.numel() == t, op, "slots must have T entries, got " + slots.describe());
   const int32_t* sl = slots.ptr<int32_t>();
   for (int64_t i = 0; i < t; ++i)
-    require(sl[i] >= 0 && sl[i] < s, op, "slot " + std::to_string(sl[i]) + " at " + std::to_string(i) +
+    MLXB_ARG(sl[i] >= 0 && sl[i] < s, op, "slot " + std::to_string(sl[i]) + " at " + std::to_string(i) +
                                              " is outside the cache [0, " + std::to_string(s) + ")");
   const DType st = src.dtype(), ct = cache.dtype();
   const int64_t stride0 = cache.stride(0);

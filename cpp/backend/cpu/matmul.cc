@@ -35,19 +35,19 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   check_dtype(op, "x", x, DType::F32);
   check_dtype(op, "y", y, DType::F32);
   check_float(op, "w", w);
-  require(w.ndim() == 2, op, "w must be [N, K], got " + w.describe());
-  require(x.ndim() >= 1 && y.ndim() >= 1, op, "x and y need at least one dimension");
+  MLXB_ARG(w.ndim() == 2, op, "w must be [N, K], got " + w.describe());
+  MLXB_ARG(x.ndim() >= 1 && y.ndim() >= 1, op, "x and y need at least one dimension");
   const int64_t n = w.dim(0), k = w.dim(1);
-  require(x.dim(-1) == k, op, "x's last dim must equal w's K: " + x.describe() + " vs " + w.describe());
-  require(y.dim(-1) == n, op, "y's last dim must equal w's N: " + y.describe() + " vs " + w.describe());
+  MLXB_ARG(x.dim(-1) == k, op, "x's last dim must equal w's K: " + x.describe() + " vs " + w.describe());
+  MLXB_ARG(y.dim(-1) == n, op, "y's last dim must equal w's N: " + y.describe() + " vs " + w.describe());
   const int64_t m = rows_of(x);
-  require(rows_of(y) == m, op, "x and y row counts differ: " + x.describe() + " vs " + y.describe());
+  MLXB_ARG(rows_of(y) == m, op, "x and y row counts differ: " + x.describe() + " vs " + y.describe());
   std::vector<float> bias_f32;
   const float* b = nullptr;
   if (bias) {
     check_host(op, "bias", *bias);
     check_float(op, "bias", *bias);
-    require(bias->numel() == n, op, "bias must have N elements: " + bias->describe());
+    MLXB_ARG(bias->numel() == n, op, "bias must have N elements: " + bias->describe());
     bias_f32.resize(static_cast<size_t>(n));
     row_to_f32(bias->data(), bias->dtype(), n, bias_f32.data());
     b = bias_f32.data();

@@ -1,5 +1,7 @@
 // Quantized matmul on the CPU: argument checks, the scalar reference kernel, and the run-time
 // choice of the AVX-512 / AVX2 kernels (qmatmul_avx512.cc, qmatmul_avx2.cc).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -23,6 +25,47 @@ void to_nibble_order(const float* x, int64_t K, float* out) {
   }
 }
 
+bool int_kernel_for(int bits) { return bits == 4 || bits == 8; }
+
+void quantize_acts(const float* x, int64_t M, int64_t K, int group_size, int bits, int64_t span, int8_t* q8, int16_t* q16,
+                   float* d, float* dvec, float* gsum) {
+  const int64_t blocks = K / 32, groups = K / group_size;
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xm = x + m * K;
+    for (int64_t g = 0; g < groups; ++g) {
+      float s = 0.0f;
+      for (int64_t k = g * group_size; k < (g + 1) * group_size; ++k) s += xm[k];
+      gsum[m * groups + g] = s;
+    }
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* xb = xm + b * 32;
+      float amax = 0.0f;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+      d[m * blocks + b] = amax / 127.0f;
+      int8_t v[32];
+      for (int j = 0; j < 32; ++j) {
+        float r = std::nearbyint(xb[j] * id);
+        v[j] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
+      }
+      if (bits == 4) {
+        // Element e of the span goes to (e even ? e / 2 : span / 2 + e / 2).
+        const int64_t s0 = (b * 32) / span * span, off = b * 32 - s0;
+        int8_t* o = q8 + m * K + s0;
+        for (int j = 0; j < 32; ++j) {
+          const int64_t e = off + j;
+          o[(e & 1) ? span / 2 + e / 2 : e / 2] = v[j];
+        }
+        if (span == 64)
+          for (int j = 0; j < 4; ++j) dvec[(m * blocks + b) / 2 * 8 + (b & 1) * 4 + j] = d[m * blocks + b];
+      } else {
+        int16_t* o = q16 + m * K + b * 32;
+        for (int j = 0; j < 32; ++j) o[j] = v[j];
+      }
+    }
+  }
+}
+
 void kernel_scalar(const Args& a, int64_t n0, int64_t n1) {
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(a.K));
@@ -38,6 +81,14 @@ void kernel_scalar(const Args& a, int64_t n0, int64_t n1) {
 }
 
 }  // namespace qmm
+
+static void add_bias(const Tensor* bias, int64_t M, int64_t N, Tensor& y) {
+  if (!bias) return;
+  const float* b = bias->ptr<float>();
+  float* yp = y.ptr<float>();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) yp[m * N + n] += b[n];
+}
 
 void CpuBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) {
   quant::validate(w, "qmatmul weight");
@@ -59,12 +110,34 @@ void CpuBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bi
   if (f.avx512f && f.avx512bw && f.f16c) kernel = qmm::kernel_avx512;
   else if (f.avx2 && f.fma && f.f16c) kernel = qmm::kernel_avx2;
 
+  const bool use_int = kernel != qmm::kernel_scalar && f.avx2 && f.fma && qmm::int_kernel_for(w.bits);
   qmm::Args a;
   a.w = &w;
   a.y = y.ptr<float>();
   a.M = M;
   a.N = N;
   a.K = K;
+  const int64_t grain = 16;
+  if (use_int) {
+    // Per call scratch: int8 or int16 activations, block scales and group sums of x.
+    const int64_t span = w.group_size >= 64 ? 64 : 32;
+    std::vector<int8_t> q8(w.bits == 4 ? static_cast<size_t>(M * K) : 0);
+    std::vector<int16_t> q16(w.bits == 8 ? static_cast<size_t>(M * K) : 0);
+    std::vector<float> d(static_cast<size_t>(M * K / 32)), gsum(static_cast<size_t>(M * (K / w.group_size)));
+    std::vector<float> dvec(w.bits == 4 && span == 64 ? static_cast<size_t>(M * K / 8) : 0);
+    qmm::quantize_acts(x.ptr<float>(), M, K, w.group_size, w.bits, span, q8.data(), q16.data(), d.data(), dvec.data(), gsum.data());
+    qmm::IntActs acts;
+    acts.q8 = q8.data();
+    acts.span = span;
+    acts.dvec = dvec.data();
+    acts.q16 = q16.data();
+    acts.d = d.data();
+    acts.gsum = gsum.data();
+    a.x = x.ptr<float>();
+    parallel_for(N, grain, [&](int64_t n0, int64_t n1) { qmm::kernel_avx2_int(a, acts, n0, n1); });
+    add_bias(bias, M, N, y);
+    return;
+  }
   std::vector<float> prepared;
   if (kernel != qmm::kernel_scalar && qmm::wants_nibble_order(w.bits)) {
     prepared.resize(static_cast<size_t>(M * K));
@@ -73,15 +146,8 @@ void CpuBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bi
   } else {
     a.x = x.ptr<float>();
   }
-  // Column blocks: enough per task to amortise the pool, small enough to balance 2..N cores.
-  const int64_t grain = std::max<int64_t>(16, std::min<int64_t>(256, N / (4 * num_threads()) + 1));
   parallel_for(N, grain, [&](int64_t n0, int64_t n1) { kernel(a, n0, n1); });
-  if (bias) {
-    const float* b = bias->ptr<float>();
-    float* yp = y.ptr<float>();
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) yp[m * N + n] += b[n];
-  }
+  add_bias(bias, M, N, y);
 }
 
 }  // namespace mlxb::cpu

@@ -18,10 +18,10 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_
   check_dtype(op, "x", x, DType::F32);
   check_dtype(op, "y", y, DType::F32);
   check_float(op, "w", w);
-  require(x.ndim() >= 1 && x.numel() == y.numel() && y.dim(-1) == x.dim(-1), op,
+  MLXB_ARG(x.ndim() >= 1 && x.numel() == y.numel() && y.dim(-1) == x.dim(-1), op,
           "x and y must have the same shape: " + x.describe() + " vs " + y.describe());
   const int64_t h = x.dim(-1), rows = rows_of(x);
-  require(w.numel() == h, op, "w must have " + std::to_string(h) + " elements, got " + w.describe());
+  MLXB_ARG(w.numel() == h, op, "w must have " + std::to_string(h) + " elements, got " + w.describe());
   std::vector<float> wf(static_cast<size_t>(h));
   row_to_f32(w.data(), w.dtype(), h, wf.data());
   if (add_one)

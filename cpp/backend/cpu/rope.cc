@@ -20,11 +20,11 @@ void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeArgs& args) 
   check_dtype(op, "x", x, DType::F32);
   check_dtype(op, "positions", positions, DType::I32);
   check_dtype(op, "inv_freq", args.inv_freq, DType::F32);
-  require(x.ndim() == 3, op, "x must be [T, H, D], got " + x.describe());
+  MLXB_ARG(x.ndim() == 3, op, "x must be [T, H, D], got " + x.describe());
   const int64_t t = x.dim(0), nh = x.dim(1), d = x.dim(2), rd = args.rot_dim;
-  require(rd > 0 && rd % 2 == 0 && rd <= d, op, "rot_dim must be even and in (0, head_dim], got " + std::to_string(rd));
-  require(args.inv_freq.numel() == rd / 2, op, "inv_freq must have rot_dim/2 entries, got " + args.inv_freq.describe());
-  require(positions.numel() == t, op, "positions must have T entries, got " + positions.describe());
+  MLXB_ARG(rd > 0 && rd % 2 == 0 && rd <= d, op, "rot_dim must be even and in (0, head_dim], got " + std::to_string(rd));
+  MLXB_ARG(args.inv_freq.numel() == rd / 2, op, "inv_freq must have rot_dim/2 entries, got " + args.inv_freq.describe());
+  MLXB_ARG(positions.numel() == t, op, "positions must have T entries, got " + positions.describe());
   const int32_t* pos = positions.ptr<int32_t>();
   const float* inv = args.inv_freq.ptr<float>();
   float* xp = x.ptr<float>();

@@ -11,7 +11,7 @@ void CpuBackend::softcap(Tensor& x, float cap) {
   const char* op = "softcap";
   check_host(op, "x", x);
   check_dtype(op, "x", x, DType::F32);
-  require(cap > 0.0f && std::isfinite(cap), op, "cap must be a positive finite number");
+  MLXB_ARG(cap > 0.0f && std::isfinite(cap), op, "cap must be a positive finite number");
   float* p = x.ptr<float>();
   parallel_for(x.numel(), 16384, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) p[i] = cap * std::tanh(p[i] / cap);

@@ -31,7 +31,7 @@ void CpuBackend::softmax(const Tensor& x, Tensor& y) {
   check_host(op, "y", y);
   check_dtype(op, "x", x, DType::F32);
   check_dtype(op, "y", y, DType::F32);
-  require(x.ndim() >= 1 && x.numel() == y.numel() && y.dim(-1) == x.dim(-1), op,
+  MLXB_ARG(x.ndim() >= 1 && x.numel() == y.numel() && y.dim(-1) == x.dim(-1), op,
           "x and y must have the same shape: " + x.describe() + " vs " + y.describe());
   const int64_t n = x.dim(-1), rows = rows_of(x);
   const float* xp = x.ptr<float>();

@@ -1,0 +1,187 @@
+// The sampling chain of sampler.h.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+
+namespace mlxb {
+
+namespace {
+
+void check(bool ok, const char* field, const std::string& what) {
+  if (!ok) fail(ErrorCode::kInvalidArgument, std::string(field) + " " + what, field);
+}
+
+// Ranking: higher value first, lower id on ties.
+struct Ranked {
+  bool operator()(const std::pair<int32_t, double>& a, const std::pair<int32_t, double>& b) const {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  }
+};
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& p, int64_t vocab) : params_(p), vocab_(vocab) {
+  check(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(), "vocab", "must be in [1, 2^31)");
+  check(std::isfinite(p.temperature) && p.temperature >= 0, "temperature", "must be a finite number >= 0");
+  check(p.top_k >= 0, "topK", "must be >= 0");
+  check(std::isfinite(p.top_p) && p.top_p > 0 && p.top_p <= 1, "topP", "must be in (0, 1]");
+  check(std::isfinite(p.min_p) && p.min_p >= 0 && p.min_p <= 1, "minP", "must be in [0, 1]");
+  check(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0, "repetitionPenalty", "must be a finite number > 0");
+  check(std::isfinite(p.presence_penalty), "presencePenalty", "must be finite");
+  check(std::isfinite(p.frequency_penalty), "frequencyPenalty", "must be finite");
+  check(p.penalty_window >= 0, "repetitionContextSize", "must be >= 0");
+  check(p.top_logprobs >= 0 && p.top_logprobs <= vocab, "topLogprobs", "must be in [0, vocab]");
+  for (const auto& [tok, bias] : p.logit_bias) {
+    check(tok >= 0 && tok < vocab, "logitBias", "token id " + std::to_string(tok) + " is outside the vocabulary");
+    check(std::isfinite(bias), "logitBias", "values must be finite");
+  }
+  if (p.has_seed) {
+    rng_.reseed(p.seed);
+  } else {
+    std::random_device rd;
+    rng_.reseed((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  }
+}
+
+void Sampler::accept(int32_t token) {
+  if (params_.penalty_window == 0) return;
+  window_.push_back(token);
+  ++counts_[token];
+  if (static_cast<int64_t>(window_.size()) > params_.penalty_window) {
+    int32_t old = window_.front();
+    window_.pop_front();
+    if (--counts_[old] == 0) counts_.erase(old);
+  }
+}
+
+void Sampler::accept(const int32_t* tokens, int64_t n) {
+  // Only the last `penalty_window` tokens can matter.
+  int64_t start = std::max<int64_t>(0, n - params_.penalty_window);
+  for (int64_t i = start; i < n; ++i) accept(tokens[i]);
+}
+
+void Sampler::reset_history() {
+  window_.clear();
+  counts_.clear();
+}
+
+void Sampler::process(float* logits) const {
+  for (const auto& [tok, bias] : params_.logit_bias) logits[tok] += bias;
+  const double rp = params_.repetition_penalty;
+  for (const auto& [tok, count] : counts_) {
+    if (tok < 0 || tok >= vocab_) continue;  // ids outside the head (never produced by it)
+    double l = logits[tok];
+    if (rp != 1.0) l = l > 0 ? l / rp : l * rp;
+    l -= params_.presence_penalty + params_.frequency_penalty * count;
+    logits[tok] = static_cast<float>(l);
+  }
+}
+
+std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) const {
+  std::vector<std::pair<int32_t, double>> c;
+  double vmax = -std::numeric_limits<double>::infinity();
+  int32_t best = -1;
+  for (int64_t i = 0; i < vocab_; ++i) {
+    if (std::isnan(x[i])) fail(ErrorCode::kInternal, "the model produced NaN logits (token " + std::to_string(i) + ")");
+    if (x[i] > vmax) { vmax = x[i]; best = static_cast<int32_t>(i); }
+  }
+  if (best < 0) fail(ErrorCode::kInternal, "every logit is -inf: no token can be sampled");
+  if (params_.temperature == 0) return {{best, 1.0}};
+
+  const double inv_t = 1.0 / params_.temperature;
+  c.reserve(static_cast<size_t>(vocab_));
+  for (int64_t i = 0; i < vocab_; ++i) {
+    if (x[i] != -std::numeric_limits<float>::infinity()) c.emplace_back(static_cast<int32_t>(i), (x[i] - vmax) * inv_t);
+  }
+  Ranked rank;
+  bool sorted = false;
+  if (params_.top_k > 0 && params_.top_k < static_cast<int64_t>(c.size())) {
+    std::nth_element(c.begin(), c.begin() + (params_.top_k - 1), c.end(), rank);
+    c.resize(static_cast<size_t>(params_.top_k));
+  }
+  for (auto& e : c) e.second = std::exp(e.second);  // weights; the best token has weight 1
+  if (params_.top_p < 1.0) {
+    double total = 0;
+    for (const auto& e : c) total += e.second;
+    const double need = params_.top_p * total;
+    // Sort only as much of the ranking as the cumulative mass needs (usually a few hundred).
+    size_t m = std::min<size_t>(c.size(), 256);
+    for (;;) {
+      std::partial_sort(c.begin(), c.begin() + m, c.end(), rank);
+      double cum = 0;
+      size_t keep = 0;
+      while (keep < m && cum < need) cum += c[keep++].second;
+      if (cum >= need || m == c.size()) {
+        c.resize(keep);
+        break;
+      }
+      m = std::min(c.size(), m * 8);
+    }
+    sorted = true;
+  }
+  if (params_.min_p > 0) {
+    // Relative to the most likely token, whose weight is 1 after the shift above.
+    const double cut = params_.min_p;
+    c.erase(std::remove_if(c.begin(), c.end(), [cut](const auto& e) { return e.second < cut; }), c.end());
+  }
+  if (!sorted) std::sort(c.begin(), c.end(), rank);
+  return c;
+}
+
+std::vector<float> Sampler::distribution(const float* logits) const {
+  std::vector<float> x(logits, logits + vocab_);
+  process(x.data());
+  auto c = candidates(x.data());
+  double total = 0;
+  for (const auto& e : c) total += e.second;
+  std::vector<float> p(static_cast<size_t>(vocab_), 0.f);
+  for (const auto& e : c) p[static_cast<size_t>(e.first)] = static_cast<float>(e.second / total);
+  return p;
+}
+
+SampleResult Sampler::sample(const float* logits) {
+  std::vector<float> x(logits, logits + vocab_);
+  process(x.data());
+  auto c = candidates(x.data());
+
+  SampleResult r;
+  if (c.size() == 1) {
+    r.token = c[0].first;
+  } else {
+    double total = 0;
+    for (const auto& e : c) total += e.second;
+    const double u = rng_.uniform() * total;
+    double cum = 0;
+    r.token = c.front().first;  // rounding fallback: the most likely kept token
+    for (const auto& e : c) {
+      cum += e.second;
+      if (u < cum) { r.token = e.first; break; }
+    }
+  }
+
+  // Log-probabilities under the processed logits (before temperature and filters).
+  double vmax = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < vocab_; ++i) vmax = std::max<double>(vmax, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab_; ++i) sum += std::exp(static_cast<double>(x[i]) - vmax);
+  const double lse = vmax + std::log(sum);
+  r.logprob = static_cast<float>(x[r.token] - lse);
+  if (params_.top_logprobs > 0) {
+    std::vector<int32_t> idx(static_cast<size_t>(vocab_));
+    for (int64_t i = 0; i < vocab_; ++i) idx[i] = static_cast<int32_t>(i);
+    const size_t k = static_cast<size_t>(params_.top_logprobs);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+      return x[a] != x[b] ? x[a] > x[b] : a < b;
+    });
+    for (size_t i = 0; i < k; ++i) r.top.push_back({idx[i], static_cast<float>(x[idx[i]] - lse)});
+  }
+  return r;
+}
+
+}  // namespace mlxb

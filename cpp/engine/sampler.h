@@ -1,0 +1,79 @@
+// Token sampling next to the logits: one Sampler per sequence holds the options, the recent-token
+// window the penalties read and a seeded random generator. The chain, in order:
+//   logit bias -> repetition / presence / frequency penalties over the window ("processed logits";
+//   logprobs are log-softmax of these) -> temperature == 0: argmax (lowest id on ties)
+//   | otherwise logits / temperature -> top-k -> top-p -> min-p -> draw from the renormalised rest.
+// Each filter sees the distribution the previous one left (renormalised); ties in ranking go to
+// the lower token id, so results do not depend on sort stability. Options arrive validated from
+// TypeScript (lib/sampling); the constructor re-checks ranges and throws kInvalidArgument.
+// Not here: grammar masks, batching; this is one row at a time on host memory.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/rng.h"
+
+namespace mlxb {
+
+struct SamplingParams {
+  double temperature = 1.0;          // 0 = greedy
+  int64_t top_k = 0;                 // 0 = off
+  double top_p = 1.0;                // 1 = off
+  double min_p = 0.0;                // 0 = off
+  double repetition_penalty = 1.0;   // 1 = off
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  int64_t penalty_window = 64;       // last N tokens (prompt included) the penalties look at
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  bool has_seed = false;
+  uint64_t seed = 0;
+  int64_t top_logprobs = 0;          // alternatives reported per token (0..20)
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.f;
+};
+
+struct SampleResult {
+  int32_t token = 0;
+  float logprob = 0.f;                 // of `token` under the processed logits
+  std::vector<TokenLogprob> top;       // top_logprobs best alternatives, best first
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, int64_t vocab);
+
+  const SamplingParams& params() const { return params_; }
+  int64_t vocab() const { return vocab_; }
+
+  // Adds tokens the model has seen (prompt or generated) to the penalty window.
+  void accept(int32_t token);
+  void accept(const int32_t* tokens, int64_t n);
+  void reset_history();
+
+  // In place: logit bias, then penalties from the current window.
+  void process(float* logits) const;
+  // The final distribution the draw uses (after process, temperature and filters), as
+  // probabilities over the whole vocabulary (zeros outside the kept set). Greedy: one-hot.
+  std::vector<float> distribution(const float* logits) const;
+  // Processes a copy of `logits`, draws a token and reports its log-probabilities. Does not
+  // accept the token: the caller does once it is committed.
+  SampleResult sample(const float* logits);
+
+ private:
+  // Kept candidates (token, unnormalised weight) after temperature and filters.
+  std::vector<std::pair<int32_t, double>> candidates(const float* processed) const;
+
+  SamplingParams params_;
+  int64_t vocab_;
+  Rng rng_;
+  std::deque<int32_t> window_;
+  std::unordered_map<int32_t, int32_t> counts_;  // occurrences inside window_
+};
+
+}  // namespace mlxb

@@ -1,0 +1,59 @@
+// Prefill / step of one sequence (sequence.h).
+#include "engine/sequence.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "core/error.h"
+
+namespace mlxb {
+
+static std::atomic<int64_t> g_live{0};
+
+int64_t Sequence::live() { return g_live.load(); }
+
+Sequence::Sequence(std::shared_ptr<Model> model, const SamplingParams& params, int64_t max_tokens)
+    : model_(std::move(model)),
+      max_tokens_(max_tokens),
+      sampler_(params, model_ ? model_->config().vocab_size : 0) {
+  if (!model_) fail(ErrorCode::kInvalidArgument, "no model", "model");
+  if (max_tokens <= 0) fail(ErrorCode::kInvalidArgument, "max_tokens must be > 0", "maxTokens");
+  caches_ = model_->make_caches(max_tokens);
+  logits_.resize(static_cast<size_t>(model_->config().vocab_size));
+  ++g_live;
+}
+
+Sequence::~Sequence() { --g_live; }
+
+void Sequence::forward(const int32_t* ids, int64_t t) {
+  if (length_ + t > max_tokens_) {
+    fail(ErrorCode::kInvalidArgument, "sequence would exceed its capacity of " + std::to_string(max_tokens_) + " tokens", "maxTokens");
+  }
+  const int64_t vocab = model_->config().vocab_size;
+  for (int64_t i = 0; i < t; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      fail(ErrorCode::kInvalidArgument, "token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(vocab) + ")", "input");
+    }
+  }
+  model_->forward(ids, t, caches_, logits_.data(), false);
+  length_ += t;
+}
+
+SampleResult Sequence::prefill(const int32_t* ids, int64_t n, int64_t chunk) {
+  if (n <= 0) fail(ErrorCode::kInvalidArgument, "the prompt is empty", "input");
+  if (length_ != 0) fail(ErrorCode::kInvalidArgument, "prefill on a sequence that already ran", "input");
+  chunk = std::max<int64_t>(1, chunk);
+  for (int64_t off = 0; off < n; off += chunk) forward(ids + off, std::min(chunk, n - off));
+  sampler_.accept(ids, n);
+  return sampler_.sample(logits_.data());
+}
+
+SampleResult Sequence::step(int32_t token) {
+  if (length_ == 0) fail(ErrorCode::kInvalidArgument, "step before prefill", "input");
+  forward(&token, 1);
+  sampler_.accept(token);
+  return sampler_.sample(logits_.data());
+}
+
+}  // namespace mlxb

@@ -1,0 +1,67 @@
+// Contiguous cache: position p lives in slot p. Capacity grows in chunks (old rows copied over)
+// up to spec.max_tokens; attention sees slots [0, length) with slot positions 0..length-1.
+#include <algorithm>
+#include <string>
+
+#include "kv/factory.h"
+#include "kv/storage.h"
+#include "ops/ops.h"
+
+namespace mlxb::kv {
+
+namespace {
+
+constexpr int64_t kGrowChunk = 256;
+
+class ContiguousCache final : public LayerCache {
+ public:
+  explicit ContiguousCache(const CacheSpec& spec) : spec_(spec) {}
+
+  KVView update(const Tensor& k, const Tensor& v, const int32_t* pos, int64_t t) override {
+    check_update(spec_, k, v, pos, t, length_);
+    const int64_t need = checked_add(length_, t, "kv cache length");
+    if (need > spec_.max_tokens)
+      fail(ErrorCode::kInvalidArgument, "sequence of " + std::to_string(need) + " tokens exceeds the cache capacity of " +
+                                            std::to_string(spec_.max_tokens) + " tokens", "max_tokens");
+    if (need > buf_.capacity) grow(need);
+    std::vector<int32_t> slots(pos, pos + t);
+    Tensor slot_t = device_i32(slots.data(), t, spec_.device);
+    Tensor kd = buf_.k, vd = buf_.v;
+    ops::kv_write(k, slot_t, kd);
+    ops::kv_write(v, slot_t, vd);
+    length_ = need;
+    KVView view;
+    view.k = buf_.k_view(length_);
+    view.v = buf_.v_view(length_);
+    view.pos = positions_.slice_rows(0, length_);
+    return view;
+  }
+
+  int64_t length() const override { return length_; }
+  int64_t bytes() const override { return buf_.bytes() + (positions_.defined() ? positions_.nbytes() : 0); }
+  void reset() override { length_ = 0; }
+
+ private:
+  void grow(int64_t need) {
+    int64_t cap = std::max(need, buf_.capacity + kGrowChunk);
+    cap = std::min(((cap + kGrowChunk - 1) / kGrowChunk) * kGrowChunk, spec_.max_tokens);
+    KVBuffers next;
+    next.allocate(spec_, cap);
+    if (length_ > 0) next.copy_runs(buf_, {{0, 0, length_}}, spec_);
+    buf_ = std::move(next);
+    std::vector<int32_t> p(static_cast<size_t>(cap));
+    for (int64_t i = 0; i < cap; ++i) p[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    positions_ = device_i32(p.data(), cap, spec_.device);
+  }
+
+  CacheSpec spec_;
+  KVBuffers buf_;
+  Tensor positions_;  // i32 [capacity] = 0, 1, 2, ... on the device
+  int64_t length_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerCache> make_contiguous_cache(const CacheSpec& spec) { return std::make_unique<ContiguousCache>(spec); }
+
+}  // namespace mlxb::kv

@@ -1,0 +1,48 @@
+// Shared building blocks of the decoder graphs: attention (q/k/v/o projections, optional q/k
+// RMSNorm, rotary embedding, cache update, scaled-dot-product attention) and the gated MLP.
+// Device-agnostic: activations are allocated on the model's device in the activation dtype and
+// only ops:: touch them.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kv/cache.h"
+#include "models/rope.h"
+#include "models/weights.h"
+
+namespace mlxb {
+
+// What one forward call shares across layers: the token positions on host and device.
+struct StepInputs {
+  int64_t t = 0;                 // tokens in this call
+  std::vector<int32_t> pos;      // host positions (start .. start+t-1)
+  Tensor pos_dev;                // i32 [t] on the model's device
+  DType act = DType::F32;        // activation dtype
+  Device device = Device::kCPU;
+};
+
+struct AttentionWeights {
+  Linear q, k, v, o;
+  Tensor q_norm, k_norm;  // [head_dim] when the family normalises q/k per head
+};
+
+struct AttentionParams {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  float norm_eps = 1e-6f;
+  bool norm_add_one = false;   // Gemma's (1 + w) RMSNorm for q/k norms
+  AttentionArgs args;          // scale, soft-cap, window
+  const RopeTable* rope = nullptr;
+};
+
+// out [t, hidden] = attention over x [t, hidden] (normalised input), appending k/v to `cache`.
+void attention_block(const Tensor& x, const AttentionWeights& w, const AttentionParams& p, LayerCache& cache,
+                     const StepInputs& step, Tensor& out);
+
+struct MlpWeights {
+  Linear gate, up, down;
+};
+
+// out [t, hidden] = down(act(gate(x)) * up(x))
+void mlp_block(const Tensor& x, const MlpWeights& w, Activation act, const StepInputs& step, Tensor& out);
+
+}  // namespace mlxb

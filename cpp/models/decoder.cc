@@ -1,0 +1,225 @@
+// The shared decoder graph (see decoder.h): loading with config <-> tensor cross-checks, caches,
+// and the forward pass.
+#include "models/decoder.h"
+
+#include <cmath>
+#include <mutex>
+#include <string>
+
+namespace mlxb {
+
+std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+void load_llama_layer(WeightLoader& wl, const DecoderSpec& spec, int64_t i, LayerWeights& w) {
+  const ModelConfig& c = wl.config();
+  const std::string p = layer_prefix(i);
+  const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+  w.input_norm = wl.tensor(p + "input_layernorm.weight", {h});
+  w.attn.q = load_linear(wl, p + "self_attn.q_proj", qd, h, spec.qkv_bias);
+  w.attn.k = load_linear(wl, p + "self_attn.k_proj", kvd, h, spec.qkv_bias);
+  w.attn.v = load_linear(wl, p + "self_attn.v_proj", kvd, h, spec.qkv_bias);
+  w.attn.o = load_linear(wl, p + "self_attn.o_proj", h, qd, spec.o_bias);
+  if (spec.qk_norm) {
+    w.attn.q_norm = wl.tensor(p + "self_attn.q_norm.weight", {c.head_dim});
+    w.attn.k_norm = wl.tensor(p + "self_attn.k_norm.weight", {c.head_dim});
+  }
+  w.post_attn_norm = wl.tensor(p + "post_attention_layernorm.weight", {h});
+  if (spec.sandwich_norms) {
+    w.pre_ff_norm = wl.tensor(p + "pre_feedforward_layernorm.weight", {h});
+    w.post_ff_norm = wl.tensor(p + "post_feedforward_layernorm.weight", {h});
+  }
+  w.mlp.gate = load_linear(wl, p + "mlp.gate_proj", c.intermediate_size, h, spec.mlp_bias);
+  w.mlp.up = load_linear(wl, p + "mlp.up_proj", c.intermediate_size, h, spec.mlp_bias);
+  w.mlp.down = load_linear(wl, p + "mlp.down_proj", h, c.intermediate_size, spec.mlp_bias);
+}
+
+DType activation_dtype(Device device, const LoadOptions& options) {
+  if (device == Device::kCPU) return DType::F32;
+  if (!options.auto_dtype && options.dtype == DType::F32) return DType::F32;
+  return DType::BF16;
+}
+
+namespace {
+
+int64_t tensor_bytes(const Tensor& t) { return t.defined() ? t.nbytes() : 0; }
+
+class Decoder final : public Model {
+ public:
+  Decoder(const ModelConfig& cfg, DecoderSpec spec, const WeightStore& store, const LoadOptions& options)
+      : cfg_(cfg), spec_(spec), device_(options.device), act_(activation_dtype(options.device, options)) {
+    if (static_cast<int64_t>(cfg_.layer_types.size()) != cfg_.num_layers)
+      fail(ErrorCode::kInvalidConfig, "layer_types must have num_hidden_layers entries", "layer_types");
+    // First pass checks every tensor's presence, dtype and shape against the config without
+    // reading data, so a bad checkpoint fails before any large allocation; the second loads.
+    WeightLoader check(store, cfg_, options, /*dry_run=*/true);
+    load_tensors(check);
+    WeightLoader wl(store, cfg_, options, /*dry_run=*/false);
+    load_tensors(wl);
+    setup();
+    if (options.progress) options.progress(1.0, "done");
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+  GraphCapabilities capabilities() const override { return spec_.caps; }
+  Device device() const override { return device_; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
+  DType kv_dtype() const override { return act_; }
+
+  CacheSet make_caches(int64_t max_tokens) const override {
+    if (max_tokens <= 0) fail(ErrorCode::kInvalidArgument, "max_tokens must be positive", "max_tokens");
+    CacheSet set;
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      CacheSpec cs;
+      cs.device = device_;
+      cs.dtype = act_;
+      cs.kv_heads = cfg_.num_kv_heads;
+      cs.head_dim = cfg_.head_dim;
+      cs.max_tokens = max_tokens;
+      cs.window = cfg_.layer_types[static_cast<size_t>(i)] == LayerKind::kSliding ? cfg_.sliding_window : 0;
+      set.push_back(make_layer_cache(cs));
+    }
+    return set;
+  }
+
+  void forward(const int32_t* ids, int64_t t, CacheSet& caches, float* logits, bool all_rows) override {
+    std::lock_guard<std::mutex> lock(mu_);  // one forward at a time: each one uses the whole thread pool
+    StepInputs step = prepare(ids, t, caches);
+    const int64_t h = cfg_.hidden_size;
+    Tensor ids_dev = Tensor::empty({t}, DType::I32, Device::kCPU);
+    std::copy(ids, ids + t, ids_dev.ptr<int32_t>());
+    if (device_ != Device::kCPU) ids_dev = ids_dev.to(device_);
+
+    Tensor x = Tensor::empty({t, h}, act_, device_);
+    if (embed_.quantized()) ops::qembedding(embed_.q, ids_dev, embed_scale(), x);
+    else ops::embedding(embed_.w, ids_dev, embed_scale(), x);
+    Tensor normed = Tensor::empty({t, h}, act_, device_);
+    Tensor branch = Tensor::empty({t, h}, act_, device_);
+    const float eps = static_cast<float>(cfg_.norm_eps);
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const LayerWeights& w = layers_[static_cast<size_t>(i)];
+      ops::rms_norm(x, w.input_norm, eps, spec_.norm_add_one, normed);
+      attention_block(normed, w.attn, attn_params_[static_cast<size_t>(i)], *caches[static_cast<size_t>(i)], step, branch);
+      if (spec_.sandwich_norms) ops::rms_norm(branch, w.post_attn_norm, eps, spec_.norm_add_one, branch);
+      ops::add(x, branch, x);
+      ops::rms_norm(x, spec_.sandwich_norms ? w.pre_ff_norm : w.post_attn_norm, eps, spec_.norm_add_one, normed);
+      mlp_block(normed, w.mlp, cfg_.hidden_act, step, branch);
+      if (spec_.sandwich_norms) ops::rms_norm(branch, w.post_ff_norm, eps, spec_.norm_add_one, branch);
+      ops::add(x, branch, x);
+    }
+    const int64_t rows = all_rows ? t : 1;
+    Tensor last = all_rows ? x : x.slice_rows(t - 1, t);
+    Tensor fin = Tensor::empty({rows, h}, act_, device_);
+    ops::rms_norm(last, final_norm_, eps, spec_.norm_add_one, fin);
+    Tensor out = Tensor::empty({rows, cfg_.vocab_size}, act_, device_);
+    linear(fin, lm_head_, out);
+    if (spec_.final_softcap > 0.0f) ops::softcap(out, spec_.final_softcap);
+    copy_logits(out, logits);
+  }
+
+ private:
+  void load_tensors(WeightLoader& wl) {
+    const int64_t h = cfg_.hidden_size;
+    embed_ = load_linear(wl, "model.embed_tokens", cfg_.vocab_size, h, false);
+    LayerLoader ll = spec_.load_layer ? spec_.load_layer : load_llama_layer;
+    layers_.assign(static_cast<size_t>(cfg_.num_layers), LayerWeights{});
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) ll(wl, spec_, i, layers_[static_cast<size_t>(i)]);
+    final_norm_ = wl.tensor("model.norm.weight", {h});
+    lm_head_ = cfg_.tie_word_embeddings ? embed_ : load_linear(wl, "lm_head", cfg_.vocab_size, h, false);
+  }
+
+  void setup() {
+    rope_global_ = std::make_unique<RopeTable>(cfg_.rope, cfg_.head_dim, cfg_.max_position_embeddings, device_);
+    if (cfg_.rope_local)
+      rope_local_ = std::make_unique<RopeTable>(*cfg_.rope_local, cfg_.head_dim, cfg_.max_position_embeddings, device_);
+    // head_dim ** -0.5 in double, then float, as transformers' `self.scaling`
+    const float scale = spec_.attn_scale > 0.0f ? spec_.attn_scale
+                                                : static_cast<float>(std::pow(static_cast<double>(cfg_.head_dim), -0.5));
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const bool sliding = cfg_.layer_types[static_cast<size_t>(i)] == LayerKind::kSliding;
+      AttentionParams p;
+      p.heads = cfg_.num_heads;
+      p.kv_heads = cfg_.num_kv_heads;
+      p.head_dim = cfg_.head_dim;
+      p.norm_eps = static_cast<float>(cfg_.norm_eps);
+      p.norm_add_one = spec_.norm_add_one;
+      p.args.scale = scale;
+      p.args.softcap = spec_.attn_softcap;
+      p.args.window = sliding ? cfg_.sliding_window : 0;
+      p.args.causal = true;
+      p.rope = sliding && rope_local_ ? rope_local_.get() : rope_global_.get();
+      attn_params_.push_back(p);
+      if (sliding) spec_.caps.sliding_window = true;
+    }
+    spec_.caps.logit_softcap = spec_.attn_softcap > 0.0f || spec_.final_softcap > 0.0f;
+
+    weight_bytes_ = embed_.bytes() + tensor_bytes(final_norm_) + (cfg_.tie_word_embeddings ? 0 : lm_head_.bytes());
+    for (const LayerWeights& w : layers_) {
+      for (const Tensor* n : {&w.input_norm, &w.post_attn_norm, &w.pre_ff_norm, &w.post_ff_norm, &w.attn.q_norm, &w.attn.k_norm})
+        weight_bytes_ += tensor_bytes(*n);
+      for (const Linear* l : {&w.attn.q, &w.attn.k, &w.attn.v, &w.attn.o, &w.mlp.gate, &w.mlp.up, &w.mlp.down})
+        weight_bytes_ += l->bytes();
+    }
+  }
+
+  float embed_scale() const {
+    if (!spec_.scale_embeddings) return 1.0f;
+    // transformers multiplies by sqrt(hidden) cast to the activation dtype
+    const float s = std::sqrt(static_cast<float>(cfg_.hidden_size));
+    return act_ == DType::BF16 ? bf16_to_f32(f32_to_bf16(s)) : act_ == DType::F16 ? f16_to_f32(f32_to_f16(s)) : s;
+  }
+
+  StepInputs prepare(const int32_t* ids, int64_t t, CacheSet& caches) const {
+    if (t <= 0) fail(ErrorCode::kInvalidArgument, "forward needs at least one token", "ids");
+    if (static_cast<int64_t>(caches.size()) != cfg_.num_layers)
+      fail(ErrorCode::kInvalidArgument, "cache set has " + std::to_string(caches.size()) + " layers, the model " +
+                                            std::to_string(cfg_.num_layers), "caches");
+    for (int64_t i = 0; i < t; ++i)
+      if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
+        fail(ErrorCode::kInvalidArgument, "token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                                              " is outside the vocabulary [0, " + std::to_string(cfg_.vocab_size) + ")", "ids");
+    const int64_t start = caches[0]->length();
+    for (const auto& c : caches)
+      if (c->length() != start) fail(ErrorCode::kInternal, "layer caches disagree on the sequence length");
+    if (start + t > int64_t{INT32_MAX}) fail(ErrorCode::kInvalidArgument, "sequence too long", "ids");
+    StepInputs s;
+    s.t = t;
+    s.act = act_;
+    s.device = device_;
+    s.pos.resize(static_cast<size_t>(t));
+    for (int64_t i = 0; i < t; ++i) s.pos[static_cast<size_t>(i)] = static_cast<int32_t>(start + i);
+    Tensor host = Tensor::empty({t}, DType::I32, Device::kCPU);
+    std::copy(s.pos.begin(), s.pos.end(), host.ptr<int32_t>());
+    s.pos_dev = device_ == Device::kCPU ? host : host.to(device_);
+    return s;
+  }
+
+  void copy_logits(const Tensor& out, float* dst) const {
+    Tensor f = out;
+    if (out.dtype() != DType::F32) {
+      f = Tensor::empty(out.shape(), DType::F32, device_);
+      ops::convert(out, f);
+    }
+    backend(device_).copy(dst, Device::kCPU, f.data(), device_, f.nbytes());
+  }
+
+  ModelConfig cfg_;
+  DecoderSpec spec_;
+  Device device_;
+  DType act_;
+  Linear embed_, lm_head_;
+  std::vector<LayerWeights> layers_;
+  Tensor final_norm_;
+  std::unique_ptr<RopeTable> rope_global_, rope_local_;
+  std::vector<AttentionParams> attn_params_;
+  int64_t weight_bytes_ = 0;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> build_decoder(const ModelConfig& cfg, DecoderSpec spec, const WeightStore& store,
+                                     const LoadOptions& options) {
+  return std::make_unique<Decoder>(cfg, spec, store, options);
+}
+
+}  // namespace mlxb

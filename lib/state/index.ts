@@ -1,0 +1,68 @@
+/**
+ * @mlx-bun/inference/state — sequence state: a KV-cache session on a loaded model for
+ * incremental decoding (prefill, then a token or a chunk at a time).
+ */
+import type { NativeSession } from '../../types/native/models.js';
+import { InvalidArgumentError } from '../errors.js';
+import { toTokenIds } from '../models/ids.js';
+import { nativeModel, type Model } from '../models/model.js';
+
+export interface SessionOptions {
+  /** Most tokens the session will hold (prompt + generated). Default: the model's max positions. */
+  maxTokens?: number;
+}
+
+/** One sequence's KV caches on a model. Dispose it (or `using`) to free the cache memory. */
+export class Session implements Disposable {
+  readonly model: Model;
+  readonly maxTokens: number;
+  #native: NativeSession | undefined;
+
+  constructor(model: Model, options: SessionOptions = {}) {
+    const h = nativeModel(model);
+    if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options must be an object', 'options');
+    const max = options.maxTokens ?? model.config.maxPositionEmbeddings;
+    if (typeof max !== 'number' || !Number.isInteger(max) || max < 1 || max > 2 ** 30)
+      throw new InvalidArgumentError('maxTokens must be an integer in [1, 2^30]', 'maxTokens');
+    this.model = model;
+    this.maxTokens = max;
+    this.#native = h.createSession(max);
+  }
+
+  #handle(): NativeSession {
+    if (!this.#native) throw new InvalidArgumentError('the session was disposed', 'session');
+    nativeModel(this.model);
+    return this.#native;
+  }
+
+  /** Tokens held: the position the next forward starts at. */
+  get length(): number {
+    return this.#handle().length();
+  }
+
+  /**
+   * Appends `ids` and resolves to their logits: [T, vocab] when `allRows`, else the last row.
+   * One forward at a time (a second concurrent call throws BusyError).
+   */
+  async forward(ids: Int32Array | number[], options: { allRows?: boolean } = {}): Promise<Float32Array> {
+    const h = this.#handle();
+    const x = toTokenIds(ids, this.model.config.vocabSize);
+    if (this.length + x.length > this.maxTokens)
+      throw new InvalidArgumentError(`session holds ${this.length} tokens; ${x.length} more exceed maxTokens ${this.maxTokens}`, 'ids');
+    return h.forward(x, options.allRows === true);
+  }
+
+  /** Forgets every token (keeps the memory). */
+  reset(): void {
+    this.#handle().reset();
+  }
+
+  dispose(): void {
+    this.#native?.dispose();
+    this.#native = undefined;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}

@@ -1,0 +1,96 @@
+// Model benchmark through the package's public API only: loadModel (./models) and greedyTokens
+// (./scoring). Prints prefill and decode tokens/s, the fraction of the decode bound (weight bytes
+// read per token over memory bandwidth) and of the llama.cpp anchor for the same shape
+// (../shared/ANCHORS*.md). Medians over --runs; the first run after a warm-up counts.
+//
+// npm run bench -- --model DIR [--device cpu|cuda] [--dtype auto|float32|bfloat16] [--prompt 512]
+//                  [--gen 128] [--runs 3] [--bandwidth GB/s]
+//
+// Timing: t1 = greedyTokens(prompt, 1) is the prefill (plus one argmax);
+//         t2 = greedyTokens(prompt, gen + 1) adds `gen` decode steps, so decode = gen / (t2 - t1).
+import { parseArgs } from 'node:util';
+
+import { loadModel } from '@mlx-bun/inference/models';
+import { greedyTokens } from '@mlx-bun/inference/scoring';
+
+const { values } = parseArgs({
+  options: {
+    model: { type: 'string' },
+    device: { type: 'string', default: 'cpu' },
+    dtype: { type: 'string', default: 'auto' },
+    prompt: { type: 'string', default: '512' },
+    gen: { type: 'string', default: '128' },
+    runs: { type: 'string', default: '3' },
+    bandwidth: { type: 'string' },
+  },
+});
+if (!values.model) {
+  console.error('usage: npm run bench -- --model DIR [--device cpu|cuda] [--dtype auto|float32|bfloat16] [--prompt 512] [--gen 128] [--runs 3] [--bandwidth GB/s]');
+  process.exit(2);
+}
+const device = values.device;
+const promptLen = Number(values.prompt);
+const gen = Number(values.gen);
+const runs = Math.max(1, Number(values.runs));
+const bandwidth = Number(values.bandwidth ?? (device === 'cuda' ? 4300 : 65)) * 1e9;
+
+// llama.cpp on the same shapes (ANCHORS-CPU.md: 2-core CPU, weights in RAM; ANCHORS.md: H200).
+const ANCHORS = {
+  cpu: {
+    '2048x16': { label: '1B bf16', prefill: 197, decode: 18.0 },
+    '256x4': { label: 'tiny bf16', prefill: 21000, decode: 345 },
+  },
+  cuda: {
+    '4096x32': { label: '8B bf16', prefill: 26544, decode: 209 },
+    '2048x16': { label: '1B bf16', prefill: 85152, decode: 794 },
+  },
+};
+
+const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+
+const t0 = performance.now();
+const model = await loadModel(values.model, { device, dtype: values.dtype });
+const loadS = (performance.now() - t0) / 1000;
+const c = model.config;
+// Decode reads every weight once per token, except the embedding table when it is not tied to
+// the output head (only one row of it is gathered).
+const embedBytes = c.tieWordEmbeddings ? 0 : (model.weightBytes * c.vocabSize * c.hiddenSize) / paramsOf(c);
+const bytesPerToken = model.weightBytes - embedBytes;
+const bound = bandwidth / bytesPerToken;
+
+function paramsOf(cfg) {
+  const h = cfg.hiddenSize, L = cfg.numLayers, d = cfg.headDim;
+  const attn = h * cfg.numHeads * d * 2 + h * cfg.numKvHeads * d * 2;
+  const mlp = 3 * h * cfg.intermediateSize;
+  return cfg.vocabSize * h * (cfg.tieWordEmbeddings ? 1 : 2) + L * (attn + mlp + 2 * h) + h;
+}
+
+let seed = 12345;
+const ids = Array.from({ length: promptLen }, () => {
+  seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+  return 1000 + (seed % Math.max(1, c.vocabSize - 2000));
+});
+
+console.log(`model ${values.model}: ${c.modelType} hidden ${c.hiddenSize} x ${c.numLayers} layers, ${(model.weightBytes / 1e9).toFixed(2)} GB on ${model.device} (loaded in ${loadS.toFixed(1)} s)`);
+await greedyTokens(model, ids.slice(0, 16), 2); // warm-up: thread pool, page faults
+const prefill = [];
+const decode = [];
+for (let r = 0; r < runs; r++) {
+  let t = performance.now();
+  await greedyTokens(model, ids, 1);
+  const t1 = (performance.now() - t) / 1000;
+  t = performance.now();
+  await greedyTokens(model, ids, gen + 1);
+  const t2 = (performance.now() - t) / 1000;
+  prefill.push(promptLen / t1);
+  decode.push(gen / Math.max(1e-9, t2 - t1));
+  console.log(`  run ${r + 1}: prefill ${(promptLen / t1).toFixed(1)} tok/s, decode ${(gen / (t2 - t1)).toFixed(2)} tok/s`);
+}
+const p = median(prefill);
+const d = median(decode);
+const anchor = ANCHORS[device]?.[`${c.hiddenSize}x${c.numLayers}`];
+console.log(`prefill ${promptLen}: ${p.toFixed(1)} tok/s (median of ${runs})` + (anchor ? `, ${(p / anchor.prefill).toFixed(2)} x llama.cpp ${anchor.label} (${anchor.prefill})` : ''));
+console.log(`decode ${gen}: ${d.toFixed(2)} tok/s (median of ${runs}), ${(100 * d / bound).toFixed(0)}% of the bound ${bound.toFixed(1)} tok/s ` +
+  `(${(bytesPerToken / 1e9).toFixed(2)} GB/token at ${(bandwidth / 1e9).toFixed(0)} GB/s)` +
+  (anchor ? `, ${(d / anchor.decode).toFixed(2)} x llama.cpp ${anchor.label} (${anchor.decode})` : ''));
+model.dispose();
