@@ -162,9 +162,15 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
   const maxTokens = o.maxTokens;
   const stopIds = new Set(o.stopTokenIds ?? defaultStopIds(target));
   const logprobs = o.sampling.logprobs;
-  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, o.sampling, prompt.length + maxTokens);
+  const handle = target.nativeHandle;
+  if (native().modelVocabSize(handle) !== target.vocabSize) {
+    throw new InvalidArgumentError(`model vocabulary (${native().modelVocabSize(handle)}) differs from vocabSize ${target.vocabSize}`, 'model');
+  }
 
   return new Generation(async function* run(settle, fail) {
+    // Native state exists only while the stream is consumed: created at the first next(),
+    // disposed when the loop ends for any reason.
+    let seq: NativeGenerationSequence | undefined;
     const detok = target.tokenizer ? new StreamingDetokenizer(target.tokenizer, { skipSpecialTokens: o.skipSpecialTokens }) : undefined;
     const stops = new StopStringFilter(o.stop);
     const tokens: number[] = [];
@@ -188,6 +194,7 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
       return r;
     };
     try {
+      seq = new (native().GenerationSequence)(handle, o.sampling, prompt.length + maxTokens);
       let sample = await race(seq.prefill(Int32Array.from(prompt)));
       tFirst = performance.now();
       while (sample !== 'abort') {
@@ -217,7 +224,7 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
       fail(e);
       throw e;
     } finally {
-      seq.dispose();
+      seq?.dispose();
       if (onAbort) signal?.removeEventListener('abort', onAbort);
       // Ended early without a stop: the signal fired or the consumer left the loop.
       if (tokens.length < maxTokens && finishReason === 'length') finishReason = 'abort';
