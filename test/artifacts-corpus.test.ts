@@ -52,11 +52,12 @@ describe('loader bad-input corpus (child process)', () => {
     expect(crashed).toEqual([]);
   });
 
-  it('the C++ API gives the same outcomes without Node-API in between (test/native/io_corpus_check)', () => {
+  it('the C++ API gives the same outcomes without Node-API in between, and survives random mutations (test/native/io_corpus_check)', () => {
     const bin = join(packageRoot, 'build', 'io_corpus_check');
     expect(existsSync(bin), `${bin} is built by npm run build`).toBe(true);
-    const r = spawnSync(bin, [join(root, 'cases.json')], { encoding: 'utf8', timeout: 300_000 });
+    const r = spawnSync(bin, [join(root, 'cases.json'), '20000'], { encoding: 'utf8', timeout: 300_000 });
     expect(r.stdout).toContain(`io corpus: ${cases.length} cases, 0 mismatches`);
+    expect(r.stdout).toContain('io fuzz: 40000 inputs, 0 bad');
     expect(r.status).toBe(0);
   });
 

@@ -54,6 +54,11 @@ SamplingParams parse_params(Napi::Value v) {
   p.presence_penalty = opt_number(o, "presencePenalty", p.presence_penalty);
   p.frequency_penalty = opt_number(o, "frequencyPenalty", p.frequency_penalty);
   p.top_logprobs = opt_int(o, "topLogprobs", 0, 0, INT32_MAX);
+  Napi::Value lp = o.Get("logprobs");
+  if (!lp.IsUndefined() && !lp.IsNull()) {
+    if (!lp.IsBoolean()) bad("logprobs", "must be a boolean");
+    p.logprobs = lp.As<Napi::Boolean>().Value();
+  }
   Napi::Value seed = o.Get("seed");
   if (!seed.IsUndefined() && !seed.IsNull()) {
     p.seed = static_cast<uint64_t>(opt_int(o, "seed", 0, 0, (int64_t{1} << 53) - 1));

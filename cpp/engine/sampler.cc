@@ -95,25 +95,30 @@ std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) cons
   if (params_.temperature == 0) return {{best, 1.0}};
 
   const double inv_t = 1.0 / params_.temperature;
-  c.reserve(static_cast<size_t>(vocab_));
+  // Candidates in id order with weight exp((x - max) / T); weights below e^-80 (relative to the
+  // best token's 1) are dropped: they cannot be drawn in double precision sums anyway.
+  c.reserve(static_cast<size_t>(std::min<int64_t>(vocab_, 1 << 16)));
   for (int64_t i = 0; i < vocab_; ++i) {
-    if (x[i] != -std::numeric_limits<float>::infinity()) c.emplace_back(static_cast<int32_t>(i), (x[i] - vmax) * inv_t);
+    const double z = (static_cast<double>(x[i]) - vmax) * inv_t;
+    if (z > -80.0) c.emplace_back(static_cast<int32_t>(i), z);
   }
   Ranked rank;
   bool sorted = false;
   if (params_.top_k > 0 && params_.top_k < static_cast<int64_t>(c.size())) {
     std::nth_element(c.begin(), c.begin() + (params_.top_k - 1), c.end(), rank);
     c.resize(static_cast<size_t>(params_.top_k));
+    std::sort(c.begin(), c.end(), rank);
+    sorted = true;
   }
   for (auto& e : c) e.second = std::exp(e.second);  // weights; the best token has weight 1
   if (params_.top_p < 1.0) {
     double total = 0;
     for (const auto& e : c) total += e.second;
     const double need = params_.top_p * total;
-    // Sort only as much of the ranking as the cumulative mass needs (usually a few hundred).
-    size_t m = std::min<size_t>(c.size(), 256);
+    // Sort only as much of the ranking as the cumulative mass needs (peaked distributions: a few).
+    size_t m = sorted ? c.size() : std::min<size_t>(c.size(), 256);
     for (;;) {
-      std::partial_sort(c.begin(), c.begin() + m, c.end(), rank);
+      if (!sorted) std::partial_sort(c.begin(), c.begin() + m, c.end(), rank);
       double cum = 0;
       size_t keep = 0;
       while (keep < m && cum < need) cum += c[keep++].second;
@@ -123,14 +128,13 @@ std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) cons
       }
       m = std::min(c.size(), m * 8);
     }
-    sorted = true;
   }
   if (params_.min_p > 0) {
     // Relative to the most likely token, whose weight is 1 after the shift above.
     const double cut = params_.min_p;
     c.erase(std::remove_if(c.begin(), c.end(), [cut](const auto& e) { return e.second < cut; }), c.end());
   }
-  if (!sorted) std::sort(c.begin(), c.end(), rank);
+  // Draw order: by rank after top-k / top-p, by id otherwise; both fixed for given logits.
   return c;
 }
 
@@ -158,13 +162,14 @@ SampleResult Sampler::sample(const float* logits) {
     for (const auto& e : c) total += e.second;
     const double u = rng_.uniform() * total;
     double cum = 0;
-    r.token = c.front().first;  // rounding fallback: the most likely kept token
+    r.token = c.back().first;  // u * total rounded up to total: the last candidate
     for (const auto& e : c) {
       cum += e.second;
       if (u < cum) { r.token = e.first; break; }
     }
   }
 
+  if (!params_.logprobs && params_.top_logprobs == 0) return r;
   // Log-probabilities under the processed logits (before temperature and filters).
   double vmax = -std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < vocab_; ++i) vmax = std::max<double>(vmax, x[i]);

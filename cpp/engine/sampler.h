@@ -30,7 +30,8 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;
   bool has_seed = false;
   uint64_t seed = 0;
-  int64_t top_logprobs = 0;          // alternatives reported per token (0..20)
+  bool logprobs = false;             // compute SampleResult::logprob (a pass over the vocabulary)
+  int64_t top_logprobs = 0;          // alternatives reported per token (implies logprobs)
 };
 
 struct TokenLogprob {
@@ -40,7 +41,7 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = 0;
-  float logprob = 0.f;                 // of `token` under the processed logits
+  float logprob = 0.f;                 // of `token` under the processed logits (0 unless asked)
   std::vector<TokenLogprob> top;       // top_logprobs best alternatives, best first
 };
 

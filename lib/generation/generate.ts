@@ -30,8 +30,6 @@ export interface GenerationTarget {
   readonly generationConfig?: GenerationConfig;
   /** Extra default stop ids (config.json eos). */
   readonly eosTokenIds?: readonly number[];
-  /** Longest sequence the model supports (prompt + generated); 0 or absent = unbounded. */
-  readonly maxContext?: number;
 }
 
 export type GenerationInput = string | readonly ChatMessage[] | readonly number[] | Int32Array;
@@ -160,16 +158,11 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
   const t0 = performance.now();
   const prompt = encodeInput(target, input, o);
   if (prompt.length === 0) throw new InvalidArgumentError('the prompt encodes to no tokens', 'input');
-  let maxTokens = o.maxTokens;
-  if (target.maxContext && target.maxContext > 0) {
-    if (prompt.length >= target.maxContext) {
-      throw new InvalidArgumentError(`the prompt has ${prompt.length} tokens; the model's context is ${target.maxContext}`, 'input');
-    }
-    maxTokens = Math.min(maxTokens, target.maxContext - prompt.length);
-  }
+  // Not capped at max_position_embeddings: rope scaling (dynamic, yarn) exists to go past it.
+  const maxTokens = o.maxTokens;
   const stopIds = new Set(o.stopTokenIds ?? defaultStopIds(target));
-  const { logprobs, ...samplingNative } = o.sampling;
-  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, samplingNative, prompt.length + maxTokens);
+  const logprobs = o.sampling.logprobs;
+  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, o.sampling, prompt.length + maxTokens);
 
   return new Generation(async function* run(settle, fail) {
     const detok = target.tokenizer ? new StreamingDetokenizer(target.tokenizer, { skipSpecialTokens: o.skipSpecialTokens }) : undefined;

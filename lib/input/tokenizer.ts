@@ -192,19 +192,53 @@ export class Tokenizer {
     return out;
   }
 
+  /**
+   * A tokenizer that treats `drop` as plain text: a shallow copy of the full one (sharing its
+   * model, normalizer and pre-tokenizer, which hold no per-call state) whose added-token tables
+   * leave `drop` out.
+   */
+  #plainTokenizer(drop: ReadonlySet<string>): HfTokenizer {
+    const full = this.#full as unknown as HfTokenizerInternals;
+    const added = (this.#json.added_tokens as Array<AddedTokenJson & { normalized?: boolean }>).filter((t) => !drop.has(t.content));
+    if (full.added_tokens_map instanceof Map && typeof full.splitter_unnormalized?.split === 'function' && typeof full.splitter_normalized?.split === 'function') {
+      const Splitter = full.splitter_unnormalized.constructor as new (words: string[]) => { split(text: string): string[] };
+      const plain = Object.assign(Object.create(Object.getPrototypeOf(this.#full) as object) as object, this.#full) as unknown as HfTokenizerInternals;
+      plain.added_tokens_map = new Map([...full.added_tokens_map].filter(([, t]) => !drop.has(t.content)));
+      const unnormalized: string[] = [];
+      const normalized: string[] = [];
+      for (const t of added) {
+        if (t.normalized && full.normalizer) normalized.push(full.normalizer(t.content));
+        else unnormalized.push(t.content);
+      }
+      plain.splitter_unnormalized = new Splitter(unnormalized);
+      plain.splitter_normalized = new Splitter(normalized);
+      return plain as unknown as HfTokenizer;
+    }
+    return new HfTokenizer({ ...this.#json, added_tokens: added }, this.config);
+  }
+
   /** Encodes `text` with the given strings matched as plain text (never as added tokens). */
   #encodePlain(text: string, controlTexts: readonly string[]): number[] {
     if (text.length === 0) return [];
     const key = [...controlTexts].sort().join('\u0000');
     let tok = this.#plain.get(key);
     if (!tok) {
-      const drop = new Set(controlTexts);
-      const json = { ...this.#json, added_tokens: (this.#json.added_tokens as AddedTokenJson[]).filter((t) => !drop.has(t.content)) };
-      tok = new HfTokenizer(json, this.config);
+      tok = this.#plainTokenizer(new Set(controlTexts));
       this.#plain.set(key, tok);
     }
     return tok.encode(text, { add_special_tokens: false }).ids;
   }
+}
+
+/**
+ * @huggingface/tokenizers internals the plain variant re-points (checked at run time: when they
+ * are not there, the plain variant is built from the JSON instead, ~1 s for a 150k vocabulary).
+ */
+interface HfTokenizerInternals {
+  added_tokens_map: Map<string, { content: string }>;
+  splitter_unnormalized: { split(text: string): string[] };
+  splitter_normalized: { split(text: string): string[] };
+  normalizer: ((text: string) => string) | null;
 }
 
 /** Leftmost-longest matching of a fixed set of strings. */

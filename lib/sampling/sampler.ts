@@ -22,9 +22,9 @@ export class Sampler {
     if (typeof vocabSize !== 'number' || !Number.isInteger(vocabSize) || vocabSize < 1 || vocabSize > 2 ** 31 - 1) {
       throw new InvalidArgumentError('vocabSize must be a positive integer', 'vocabSize');
     }
-    const { logprobs: _unused, ...nativeOptions } = resolveSampling(options, vocabSize);
     this.vocabSize = vocabSize;
-    this.#native = new (native().Sampler)(nativeOptions, vocabSize);
+    // This class always reports logprobs: its callers hold the logits anyway.
+    this.#native = new (native().Sampler)({ ...resolveSampling(options, vocabSize), logprobs: true }, vocabSize);
   }
 
   /** Logits after logit bias and penalties. */

@@ -3,7 +3,7 @@
 // drawn from a fixed table of normal values (std 0.02) indexed by a xorshift stream; norm
 // weights are 1. Not a fixture: never commit its output.
 //
-// node scripts/bench/make-checkpoint.mjs --shape tiny|1b|8b [--dtype bf16|f16|f32] [--seed 1] --out DIR
+// node scripts/bench/make-checkpoint.mjs --shape tiny|1b|8b [--dtype bf16|f16|f32] [--seed 1] [--shard-gb 4] --out DIR
 import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -14,7 +14,6 @@ const SHAPES = {
   '8b': { hidden: 4096, layers: 32, heads: 32, kvHeads: 8, mlp: 14336, vocab: 128256, tied: false, ropeFactor: 8 },
 };
 const DTYPES = { bf16: ['BF16', 2, 'bfloat16'], f16: ['F16', 2, 'float16'], f32: ['F32', 4, 'float32'] };
-const SHARD_BYTES = 4 * 1024 ** 3;
 
 const { values } = parseArgs({
   options: {
@@ -22,8 +21,10 @@ const { values } = parseArgs({
     dtype: { type: 'string', default: 'bf16' },
     seed: { type: 'string', default: '1' },
     out: { type: 'string' },
+    'shard-gb': { type: 'string', default: '4' },
   },
 });
+const SHARD_BYTES = Number(values['shard-gb']) * 1024 ** 3;
 const shape = SHAPES[values.shape];
 const dt = DTYPES[values.dtype];
 if (!shape || !dt || !values.out) {

@@ -3,8 +3,10 @@
 // (AVX2, AVX-512 with and without the bf16 dot path), AVX2 attention and gated activations
 // against the plain reference. Needs no Node, so it can run on any x86-64 host (e.g. one with
 // AVX-512, which the development VM lacks). Prints "ok"/"skip" lines; exits non-zero on failure.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -141,8 +143,37 @@ static void check_gated_act() {
   std::printf("ok avx2 gated_act\n");
 }
 
-int main() {
+// --bench: GFLOP/s of a prefill-shaped bf16 GEMM and GB/s of a decode-shaped bf16 GEMV per family.
+static void bench(const char* family, MatmulFn fn) {
+  Rng r(1);
+  const int64_t m = 512, n = 2048, k = 2048, gn = 8192;
+  std::vector<float> x(m * k), y(m * gn);
+  for (float& v : x) v = r.normal();
+  Weights w = make_weights(r, gn * k, DType::BF16);
+  auto time_it = [&](int64_t mm, int64_t nn) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      fn(x.data(), w.data(DType::BF16), DType::BF16, nullptr, y.data(), mm, nn, k);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  const double g = time_it(m, n), v = time_it(1, gn);
+  std::printf("bench %-16s gemm bf16 %lldx%lldx%lld: %7.1f GFLOP/s   gemv bf16 %lldx%lld: %6.1f GB/s\n", family, (long long)m,
+              (long long)n, (long long)k, 2.0 * m * n * k / g / 1e9, (long long)gn, (long long)k, gn * k * 2.0 / v / 1e9);
+}
+
+int main(int argc, char** argv) {
   const CpuFeatures& f = cpu_features();
+  if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) {
+    if (f.avx2 && f.fma && f.f16c) bench("avx2", avx2::matmul);
+    if (simd_level() == SimdLevel::kAvx512) {
+      bench("avx512 exact", avx512_exact);
+      if (f.avx512_bf16) bench("avx512 bf16-dot", avx512_bf16dot);
+    }
+    return 0;
+  }
   check_matmul("reference", matmul_reference, 2e-6);
   if (f.avx2 && f.fma && f.f16c) {
     check_matmul("avx2", avx2::matmul, 2e-6);

@@ -15,10 +15,12 @@ export interface NativeSamplingOptions {
   logitBias?: Array<[number, number]>;
   /** Integer in [0, 2^53); absent = seeded from the OS. */
   seed?: number;
+  /** Compute the chosen token's log-probability (a pass over the vocabulary). Default false. */
+  logprobs?: boolean;
   topLogprobs?: number;
 }
 
-/** One sampled token: its id, its log-probability under the processed logits and, when asked, the best alternatives. */
+/** One sampled token: its id, its log-probability under the processed logits (0 unless logprobs) and, when asked, the best alternatives. */
 export interface NativeSample {
   token: number;
   logprob: number;

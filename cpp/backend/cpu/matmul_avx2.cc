@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/scratch.h"
 #include "backend/cpu/simd_avx2.h"
 #include "core/thread_pool.h"
 
@@ -136,14 +137,14 @@ constexpr MicroFn kMicro[kMR + 1] = {nullptr, micro<1>, micro<2>, micro<3>, micr
 
 // x [m, k] -> blocks [k / kc][m / 6][kc][6] (rows past m are zero), so the micro-kernel reads
 // its 6 activation rows as one contiguous stream.
-std::vector<float> pack_x(const float* x, int64_t m, int64_t k) {
+const float* pack_x(const float* x, int64_t m, int64_t k) {
   const int64_t mb = (m + kMR - 1) / kMR;
-  std::vector<float> xp(static_cast<size_t>(mb * kMR * k));
+  float* xp = scratch<float>(static_cast<size_t>(mb * kMR * k), 0);
   parallel_for(mb, 4, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min<int64_t>(kKC, k - k0);
-        float* dst = xp.data() + k0 * mb * kMR + b * kc * kMR;
+        float* dst = xp + k0 * mb * kMR + b * kc * kMR;
         for (int i = 0; i < kMR; ++i) {
           const int64_t row = b * kMR + i;
           if (row < m) {
@@ -164,18 +165,17 @@ constexpr int64_t kPanels = 32;
 
 template <DType T>
 void gemm_t(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
-  const std::vector<float> xp = pack_x(x, m, k);
+  const float* xp = pack_x(x, m, k);
   const int64_t mb = (m + kMR - 1) / kMR;
   const int64_t panels = (n + kNR - 1) / kNR;
   parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-    std::vector<float> buf(static_cast<size_t>(kPanels * kKC * kNR) + 8);
-    float* packed = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 31) & ~uintptr_t{31});
+    float* packed = scratch<float>(static_cast<size_t>(kPanels * kKC * kNR), 1);
     for (int64_t c0 = p0; c0 < p1; c0 += kPanels) {
       const int64_t c1 = std::min(p1, c0 + kPanels);
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min<int64_t>(kKC, k - k0);
         for (int64_t pi = c0; pi < c1; ++pi) pack_panel<T>(w, pi * kNR, n, k, k0, kc, packed + (pi - c0) * kKC * kNR);
-        const float* xb = xp.data() + k0 * mb * kMR;
+        const float* xb = xp + k0 * mb * kMR;
         for (int64_t b = 0; b < mb; ++b) {
           const int mr = static_cast<int>(std::min<int64_t>(kMR, m - b * kMR));
           for (int64_t pi = c0; pi < c1; ++pi) {

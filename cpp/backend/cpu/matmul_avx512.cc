@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/scratch.h"
 #include "core/thread_pool.h"
 
 namespace mlxb::cpu::avx512 {
@@ -193,21 +194,21 @@ inline uint32_t bf16_pair(const uint16_t* v, int64_t p, int64_t kc) {
 }
 
 // x [m, k] float32 -> blocks [k / kc][m / 12][pairs(kc)][12] of rounded bf16 pairs.
-std::vector<uint32_t> pack_x_bf16(const float* x, int64_t m, int64_t k) {
+const uint32_t* pack_x_bf16(const float* x, int64_t m, int64_t k) {
   const int64_t mb = (m + kMR - 1) / kMR;
   const int64_t kp_total = [&] {
     int64_t t = 0;
     for (int64_t k0 = 0; k0 < k; k0 += kKC) t += pairs(std::min<int64_t>(kKC, k - k0));
     return t;
   }();
-  std::vector<uint32_t> xp(static_cast<size_t>(mb * kMR * kp_total));
+  uint32_t* xp = scratch<uint32_t>(static_cast<size_t>(mb * kMR * kp_total), 0);
   parallel_for(mb, 2, [&](int64_t b0, int64_t b1) {
     std::vector<uint16_t> row(static_cast<size_t>(kKC));
     for (int64_t b = b0; b < b1; ++b) {
       int64_t off = 0;  // pairs before this k block
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min<int64_t>(kKC, k - k0), kp = pairs(kc);
-        uint32_t* dst = xp.data() + off * mb * kMR + b * kp * kMR;
+        uint32_t* dst = xp + off * mb * kMR + b * kp * kMR;
         for (int i = 0; i < kMR; ++i) {
           const int64_t r = b * kMR + i;
           if (r < m) {
@@ -225,14 +226,14 @@ std::vector<uint32_t> pack_x_bf16(const float* x, int64_t m, int64_t k) {
 }
 
 // x [m, k] -> blocks [k / kc][m / 12][kc][12] float32.
-std::vector<float> pack_x_f32(const float* x, int64_t m, int64_t k) {
+const float* pack_x_f32(const float* x, int64_t m, int64_t k) {
   const int64_t mb = (m + kMR - 1) / kMR;
-  std::vector<float> xp(static_cast<size_t>(mb * kMR * k));
+  float* xp = scratch<float>(static_cast<size_t>(mb * kMR * k), 0);
   parallel_for(mb, 2, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min<int64_t>(kKC, k - k0);
-        float* dst = xp.data() + k0 * mb * kMR + b * kc * kMR;
+        float* dst = xp + k0 * mb * kMR + b * kc * kMR;
         for (int i = 0; i < kMR; ++i) {
           const int64_t r = b * kMR + i;
           for (int64_t p = 0; p < kc; ++p) dst[p * kMR + i] = r < m ? x[r * k + k0 + p] : 0.0f;
@@ -271,19 +272,18 @@ void pack_panel_f32(const void* w, int64_t n0, int64_t n, int64_t k, int64_t k0,
 }
 
 void gemm_bf16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
-  const std::vector<uint32_t> xp = pack_x_bf16(x, m, k);
+  const uint32_t* xp = pack_x_bf16(x, m, k);
   const int64_t mb = (m + kMR - 1) / kMR;
   const int64_t panels = (n + kNR - 1) / kNR;
   parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-    std::vector<uint32_t> buf(static_cast<size_t>(kPanels * (kKC / 2) * kNR) + 16);
-    uint32_t* packed = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+    uint32_t* packed = scratch<uint32_t>(static_cast<size_t>(kPanels * (kKC / 2) * kNR), 1);
     for (int64_t c0 = p0; c0 < p1; c0 += kPanels) {
       const int64_t c1 = std::min(p1, c0 + kPanels);
       int64_t off = 0;
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min<int64_t>(kKC, k - k0), kp = pairs(kc);
         for (int64_t pi = c0; pi < c1; ++pi) pack_panel_bf16(w, pi * kNR, n, k, k0, kc, packed + (pi - c0) * (kKC / 2) * kNR);
-        const uint32_t* xb = xp.data() + off * mb * kMR;
+        const uint32_t* xb = xp + off * mb * kMR;
         for (int64_t b = 0; b < mb; ++b) {
           const int mr = static_cast<int>(std::min<int64_t>(kMR, m - b * kMR));
           for (int64_t pi = c0; pi < c1; ++pi) {
@@ -300,18 +300,17 @@ void gemm_bf16(const float* x, const uint16_t* w, const float* bias, float* y, i
 
 template <DType T>
 void gemm_f32(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
-  const std::vector<float> xp = pack_x_f32(x, m, k);
+  const float* xp = pack_x_f32(x, m, k);
   const int64_t mb = (m + kMR - 1) / kMR;
   const int64_t panels = (n + kNR - 1) / kNR;
   parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-    std::vector<float> buf(static_cast<size_t>(kPanels * kKC * kNR) + 16);
-    float* packed = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+    float* packed = scratch<float>(static_cast<size_t>(kPanels * kKC * kNR), 1);
     for (int64_t c0 = p0; c0 < p1; c0 += kPanels) {
       const int64_t c1 = std::min(p1, c0 + kPanels);
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min<int64_t>(kKC, k - k0);
         for (int64_t pi = c0; pi < c1; ++pi) pack_panel_f32<T>(w, pi * kNR, n, k, k0, kc, packed + (pi - c0) * kKC * kNR);
-        const float* xb = xp.data() + k0 * mb * kMR;
+        const float* xb = xp + k0 * mb * kMR;
         for (int64_t b = 0; b < mb; ++b) {
           const int mr = static_cast<int>(std::min<int64_t>(kMR, m - b * kMR));
           for (int64_t pi = c0; pi < c1; ++pi) {

@@ -1,0 +1,44 @@
+#!/usr/bin/env node
+/**
+ * `mlx-bun`: the command-line tool. One line per command below; each command is a module under
+ * commands/ exporting `usage` and `run(argv, io)`, built only on the package's public exports.
+ */
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+import { processIO, reportError, type Command, type CommandIO } from './common.js';
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }> = {
+  info: { summary: 'what a checkpoint is: family, parameters, dtype, size', load: () => import('./commands/info.js') },
+  quantize: { summary: 'write an MLX affine-quantized checkpoint', load: () => import('./commands/quantize.js') },
+};
+
+function help(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((k) => k.length));
+  const lines = Object.entries(COMMANDS).map(([k, c]) => `  ${k.padEnd(width)}  ${c.summary}`);
+  return `usage: mlx-bun <command> [options]   (mlx-bun <command> --help for its options)\n\ncommands:\n${lines.join('\n')}\n`;
+}
+
+export async function main(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.stdout.write(help());
+    return name === undefined ? 2 : 0;
+  }
+  const entry = COMMANDS[name];
+  if (!entry) {
+    io.stderr.write(`mlx-bun: unknown command '${name}'\n${help()}`);
+    return 2;
+  }
+  try {
+    const cmd = await entry.load();
+    return await cmd.run(rest, io);
+  } catch (e) {
+    return reportError(io, e);
+  }
+}
+
+const invoked = process.argv[1] ? realpathSync(process.argv[1]) : '';
+if (invoked === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).then((code) => { process.exitCode = code; });
+}
