@@ -3,11 +3,11 @@
 // zero-copy and owned read paths return the same bytes.
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { inspectCheckpoint, readTensor } from '../lib/artifacts/index.js';
+import { inspectCheckpoint, inspectWeights, readTensor } from '../lib/artifacts/index.js';
 import { InvalidArgumentError, InvalidFileError, IoError, UnsupportedError } from '../lib/errors.js';
 import { native } from '../lib/native/index.js';
 import {
@@ -206,6 +206,22 @@ describe('checkpoint directories', () => {
     const t = await native().readTensor(file, 'w');
     expect(Buffer.compare(Buffer.from(t.data), Buffer.from(bytes))).toBe(0);
     expect(Buffer.compare(Buffer.from(t.mapped), Buffer.from(bytes))).toBe(0);
+  });
+
+  it('inspectWeights needs no config.json and reports the working dtype', async () => {
+    const file = join(fresh(), 'w.safetensors');
+    writeSafetensors(file, [
+      { name: 'big.u8', dtype: 'U8', shape: [100] },
+      { name: 'w', dtype: 'F16', shape: [4] },
+      { name: 'v', dtype: 'F32', shape: [1] },
+    ], { format: 'mlx' });
+    const w = await inspectWeights(file);
+    expect(w.shards).toEqual(['w.safetensors']);
+    expect(w.dtype).toBe('F16');  // float dtypes win over integer buffers, then bytes decide
+    expect(w.totalBytes).toBe(100 + 8 + 4);
+    expect(w.metadata).toEqual({ format: 'mlx' });
+    expect(w.tensors.map((t) => t.name)).toEqual(['big.u8', 'v', 'w']);
+    await expect(inspectCheckpoint(dirname(file))).rejects.toBeInstanceOf(IoError);  // no config.json
   });
 
   it('validates its arguments in TypeScript', async () => {

@@ -9,7 +9,7 @@ import { basename } from 'node:path';
 
 import { InvalidArgumentError } from '../errors.js';
 import { native } from '../native/index.js';
-import type { CheckpointInfo, FileDType, ModelConfig, TensorData, TensorSummary } from './types.js';
+import type { CheckpointInfo, FileDType, ModelConfig, TensorData, TensorSummary, WeightsInfo } from './types.js';
 
 export type * from './types.js';
 
@@ -40,19 +40,40 @@ function quantBits(config: ModelConfig, module: string): number {
   return config.quantization.bits;
 }
 
+/** The floating-point dtype holding most bytes (the working dtype), else the dtype holding most. */
+function dominantDtype(tensors: readonly TensorSummary[]): FileDType | null {
+  const bytes = new Map<FileDType, number>();
+  for (const t of tensors) bytes.set(t.dtype, (bytes.get(t.dtype) ?? 0) + t.nbytes);
+  let best: FileDType | null = null;
+  let bestScore = -1;
+  for (const [d, n] of bytes) {
+    const score = (FLOAT_DTYPES.has(d) ? Number.MAX_SAFE_INTEGER / 2 : 0) + n;
+    if (score > bestScore) { bestScore = score; best = d; }
+  }
+  return best;
+}
+
 /**
- * Opens `dir` (config.json plus model.safetensors, a sharded index, or a single .safetensors
- * file), validates every header and returns what it holds. No tensor data is read.
+ * Opens a .safetensors file or a model directory (sharded index, model.safetensors, or a single
+ * .safetensors file) and validates every header; needs no config.json. No tensor data is read.
+ */
+export async function inspectWeights(path: string): Promise<WeightsInfo> {
+  const w = await native().inspectWeights(checkPath(path, 'path'));
+  const shards = w.files.map((f) => basename(f));
+  const tensors: TensorSummary[] = w.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape, nbytes: t.nbytes, shard: shards[t.file] ?? '' }));
+  return { tensors, totalBytes: w.totalBytes, dtype: dominantDtype(tensors), shards, metadata: w.metadata };
+}
+
+/**
+ * inspectWeights plus `dir`/config.json, and the logical parameter count (MLX-packed weights
+ * counted unpacked, their scales and biases not at all).
  */
 export async function inspectCheckpoint(dir: string): Promise<CheckpointInfo> {
   checkPath(dir, 'dir');
-  const [config, weights] = await Promise.all([native().readConfig(dir), native().inspectWeights(dir)]);
+  const [config, weights] = await Promise.all([readConfig(dir), inspectWeights(dir)]);
   const names = new Set(weights.tensors.map((t) => t.name));
-  const shards = weights.files.map((f) => basename(f));
-  const bytesByDtype = new Map<FileDType, number>();
   let parameterCount = 0;
-  const tensors: TensorSummary[] = weights.tensors.map((t) => {
-    bytesByDtype.set(t.dtype, (bytesByDtype.get(t.dtype) ?? 0) + t.nbytes);
+  for (const t of weights.tensors) {
     let count = t.shape.reduce((a, b) => a * b, 1);
     const module = t.name.replace(/\.(weight|scales|biases)$/, '');
     const quantized = config.quantization !== null && names.has(`${module}.scales`);
@@ -63,15 +84,8 @@ export async function inspectCheckpoint(dir: string): Promise<CheckpointInfo> {
       count = 0;  // quantization metadata, not parameters
     }
     parameterCount += count;
-    return { name: t.name, dtype: t.dtype, shape: t.shape, nbytes: t.nbytes, shard: shards[t.file] ?? '' };
-  });
-  let dtype: FileDType | null = null;
-  let best = -1;
-  for (const [d, bytes] of bytesByDtype) {
-    const score = (FLOAT_DTYPES.has(d) ? Number.MAX_SAFE_INTEGER / 2 : 0) + bytes;
-    if (score > best) { best = score; dtype = d; }
   }
-  return { config, tensors, totalBytes: weights.totalBytes, dtype, parameterCount, shards, metadata: weights.metadata };
+  return { config, ...weights, parameterCount };
 }
 
 /** One tensor's raw little-endian bytes (dtypes F32, F16, BF16, I32, U32, U8, I8). */

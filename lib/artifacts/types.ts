@@ -85,19 +85,23 @@ export interface TensorSummary {
   readonly shard: string;
 }
 
-export interface CheckpointInfo {
-  readonly config: ModelConfig;
+export interface WeightsInfo {
   /** Sorted by name. */
   readonly tensors: readonly TensorSummary[];
   /** Bytes of tensor data over all shards. */
   readonly totalBytes: number;
   /** The floating-point dtype holding most bytes (the checkpoint's working dtype), else the largest. */
   readonly dtype: FileDType | null;
-  /** Logical parameters: MLX-packed weights count unpacked, scales and biases not at all. */
-  readonly parameterCount: number;
+  /** File names of the safetensors files, in index order. */
   readonly shards: readonly string[];
   /** __metadata__ of the safetensors files. */
   readonly metadata: Readonly<Record<string, string>>;
+}
+
+export interface CheckpointInfo extends WeightsInfo {
+  readonly config: ModelConfig;
+  /** Logical parameters: MLX-packed weights count unpacked, scales and biases not at all. */
+  readonly parameterCount: number;
 }
 
 export interface TensorData {
