@@ -10,7 +10,8 @@ export { Session } from './state/index.js';
 export type { SessionOptions } from './state/index.js';
 export { loadTokenizer, ChatTemplate, StreamingDetokenizer, type ChatMessage } from './input/index.js';
 export {
-  generate, Generation, generationStats, loadGenerationConfig,
+  generate, Generation, generationStats, loadGenerationConfig, loadLanguageModel, LanguageModel,
+  type LoadLanguageModelOptions,
   type GenerateOptions, type GenerationEvent, type GenerationInput, type GenerationResult, type GenerationTarget, type FinishReason,
 } from './generation/index.js';
 export { Sampler, type SamplingOptions } from './sampling/index.js';

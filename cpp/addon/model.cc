@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "addon/model_ref.h"
 #include "addon/util.h"
 #include "models/model.h"
 #include "ops/ops.h"
@@ -317,6 +318,7 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
       std::lock_guard<std::mutex> lock(slot_->mu);
       slot_->model.reset();
     }
+    detach_model(info.This().As<Napi::Object>());
     return info.Env().Undefined();
   }
 
@@ -382,6 +384,7 @@ Napi::Value load_model_js(const Napi::CallbackInfo& info) {
         },
         [result](Napi::Env e) -> Napi::Value {
           Napi::Object obj = NativeModel::ctor->New({});
+          attach_model(obj, *result);  // generation (addon/generation.cc) reaches the model through it
           NativeModel::Unwrap(obj)->bind(std::move(*result));
           return obj;
         });

@@ -10,3 +10,4 @@ export {
 export { GENERATE_OPTION_NAMES, MAX_TOKENS_LIMIT, resolveGenerateOptions, type GenerateOptions, type ResolvedGenerateOptions } from './options.js';
 export { loadGenerationConfig, parseGenerationConfig, type GenerationConfig } from './config.js';
 export { StopStringFilter } from './stop.js';
+export { LanguageModel, loadLanguageModel, type LoadLanguageModelOptions } from './language_model.js';

@@ -1,0 +1,90 @@
+/**
+ * `mlx-bun chat -m DIR`: an interactive chat through the checkpoint's template, keeping the
+ * conversation history. Lines from stdin are user turns (works piped too); `/reset` clears the
+ * history, `/exit` or end of input quits; Ctrl-C stops the reply being generated.
+ */
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+
+import { loadLanguageModel } from '../../generation/index.js';
+import { InvalidArgumentError } from '../../errors.js';
+import type { ChatMessage } from '../../input/index.js';
+import { loadProgress, processIO, reportError, type CommandIO } from '../common.js';
+import { generateOptions, loadOptions, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
+
+export const usage = `usage: mlx-bun chat -m <checkpoint-dir> [options]
+
+Chats with a model: each input line is a user message; the reply streams back. The history is
+kept and re-rendered through the chat template every turn. Commands: /reset, /exit.
+
+${MODEL_HELP}
+${SAMPLING_HELP}`;
+
+export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: [...argv], options: { ...MODEL_FLAGS, ...SAMPLING_FLAGS, help: { type: 'boolean', short: 'h' } }, strict: true });
+  } catch (e) {
+    io.stderr.write(`mlx-bun chat: ${(e as Error).message}\n${usage}\n`);
+    return 2;
+  }
+  const { values } = parsed;
+  if (values.help) {
+    io.stdout.write(usage + '\n');
+    return 0;
+  }
+  if (!values.model) {
+    io.stderr.write(`mlx-bun chat: --model is required\n${usage}\n`);
+    return 2;
+  }
+  let current: AbortController | undefined;
+  const onSigint = () => {
+    if (current) current.abort();
+    else process.exit(130);
+  };
+  process.on('SIGINT', onSigint);
+  try {
+    const options = generateOptions(values);
+    const progress = loadProgress(io, 'loading');
+    const lm = await loadLanguageModel(values.model, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
+    progress.done();
+    try {
+      if (!lm.chatTemplate) throw new InvalidArgumentError(`${values.model} has no chat template; use mlx-bun generate --raw`, 'model');
+      const system: ChatMessage[] = values.system ? [{ role: 'system', content: values.system }] : [];
+      let history: ChatMessage[] = [...system];
+      const interactive = io.stderr.isTTY === true;
+      const rl = createInterface({ input: io.stdin ?? process.stdin, terminal: false });
+      const ask = () => { if (interactive) io.stderr.write('> '); };
+      ask();
+      for await (const raw of rl) {
+        const line = raw.trim();
+        if (line === '/exit' || line === '/quit') break;
+        if (line === '/reset') {
+          history = [...system];
+          io.stderr.write('(history cleared)\n');
+          ask();
+          continue;
+        }
+        if (line.length === 0) { ask(); continue; }
+        history.push({ role: 'user', content: line });
+        current = new AbortController();
+        const g = lm.generate(history, { ...options, signal: current.signal });
+        for await (const e of g) io.stdout.write(e.text);
+        const r = await g.complete();
+        current = undefined;
+        io.stdout.write('\n');
+        if (r.finishReason === 'abort') io.stderr.write('(stopped)\n');
+        history.push({ role: 'assistant', content: r.text });
+        ask();
+      }
+      rl.close();
+    } finally {
+      lm.dispose();
+    }
+    return 0;
+  } catch (e) {
+    return reportError(io, e);
+  } finally {
+    process.removeListener('SIGINT', onSigint);
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * `mlx-bun generate -m DIR [PROMPT]`: loads a checkpoint and streams a continuation to stdout.
+ * The prompt goes through the chat template as a user message when the checkpoint has one
+ * (--raw sends it as is). Ctrl-C stops generation cleanly. --stats prints timing to stderr.
+ */
+import { parseArgs } from 'node:util';
+
+import { loadLanguageModel, type GenerationInput } from '../../generation/index.js';
+import type { ChatMessage } from '../../input/index.js';
+import { loadProgress, processIO, reportError, type CommandIO } from '../common.js';
+import { generateOptions, loadOptions, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
+
+export const usage = `usage: mlx-bun generate -m <checkpoint-dir> [options] [prompt]
+
+Generates text from a prompt (also read from --prompt, or stdin when neither is given).
+
+${MODEL_HELP}
+${SAMPLING_HELP}
+output:
+  -p, --prompt TEXT             the prompt
+      --raw                     do not apply the chat template
+      --stats                   print token counts and speed to stderr
+      --json                    print the result (text, tokens, stats) as JSON instead of streaming`;
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  let s = '';
+  for await (const chunk of stream) s += typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8');
+  return s;
+}
+
+export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      options: { ...MODEL_FLAGS, ...SAMPLING_FLAGS, prompt: { type: 'string', short: 'p' }, raw: { type: 'boolean' }, stats: { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (e) {
+    io.stderr.write(`mlx-bun generate: ${(e as Error).message}\n${usage}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    io.stdout.write(usage + '\n');
+    return 0;
+  }
+  if (!values.model) {
+    io.stderr.write(`mlx-bun generate: --model is required\n${usage}\n`);
+    return 2;
+  }
+  const ac = new AbortController();
+  const onSigint = () => ac.abort();
+  process.once('SIGINT', onSigint);
+  try {
+    const options = { ...generateOptions(values), signal: ac.signal };
+    let prompt = values.prompt ?? (positionals.length > 0 ? positionals.join(' ') : undefined);
+    if (prompt === undefined) prompt = io.stdin ? (await readAll(io.stdin)).replace(/\n$/, '') : '';
+    const progress = loadProgress(io, 'loading');
+    const lm = await loadLanguageModel(values.model, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
+    progress.done();
+    try {
+      let input: GenerationInput = prompt;
+      if (!values.raw && lm.chatTemplate) {
+        const messages: ChatMessage[] = [];
+        if (values.system) messages.push({ role: 'system', content: values.system });
+        messages.push({ role: 'user', content: prompt });
+        input = messages;
+      }
+      const g = lm.generate(input, options);
+      if (!values.json) {
+        for await (const e of g) io.stdout.write(e.text);
+        io.stdout.write('\n');
+      }
+      const r = await g.complete();
+      if (values.json) io.stdout.write(JSON.stringify(r, null, 2) + '\n');
+      if (values.stats) {
+        io.stderr.write(
+          `prompt ${r.promptTokens} tokens, ${r.prefillTokensPerSecond.toFixed(1)} tok/s (first token ${r.timeToFirstTokenMs.toFixed(0)} ms); ` +
+          `generated ${r.generatedTokens} tokens, ${r.decodeTokensPerSecond.toFixed(1)} tok/s; finish: ${r.finishReason}\n`,
+        );
+      }
+    } finally {
+      lm.dispose();
+    }
+    return 0;
+  } catch (e) {
+    return reportError(io, e);
+  } finally {
+    process.removeListener('SIGINT', onSigint);
+  }
+}
