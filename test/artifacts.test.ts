@@ -199,7 +199,7 @@ describe('checkpoint directories', () => {
     await expect(native().inspectWeights(join(root, 'does-not-exist'))).rejects.toBeInstanceOf(IoError);
   });
 
-  it('a view stays valid after the owned copy released the pages', async () => {
+  it('owned copy and mapped view agree over several pages with an unaligned start', async () => {
     const file = join(fresh(), 'big.safetensors');
     const bytes = fillerBytes(3 * 4096 * 4 + 12, 9);  // several pages, unaligned tail
     writeFileSync(file, encodeSafetensors([{ name: 'pad', dtype: 'U8', shape: [3] }, { name: 'w', dtype: 'U8', shape: [bytes.length], data: bytes }]));

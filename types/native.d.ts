@@ -7,5 +7,6 @@ import type { NativeOps } from './native/ops.js';
 import type { NativeGeneration } from './native/generation.js';
 import type { NativeArtifacts } from './native/artifacts.js';
 import type { NativeQuant } from './native/quant.js';
+import type { NativeExecution } from './native/engine.js';
 
-export interface NativeBinding extends NativeCore, NativeModels, NativeOps, NativeGeneration, NativeArtifacts, NativeQuant {}
+export interface NativeBinding extends NativeCore, NativeModels, NativeOps, NativeGeneration, NativeArtifacts, NativeQuant, NativeExecution {}

@@ -287,4 +287,7 @@ static Registrar reg(init);
 
 }  // namespace
 
+// Shared with cpp/addon/engine.cc (the engine reads the same sampling options).
+SamplingParams parse_sampling_params(Napi::Value v) { return parse_params(v); }
+
 }  // namespace mlxb::addon

@@ -1,5 +1,6 @@
 // JS classes of the models area: `loadModel(dir, options, onProgress?)` -> `NativeModel`
-// (config, forward on a fresh cache, greedy decoding, sessions, dispose) and `NativeSession`
+// (config, forward on a fresh cache, greedy decoding, sessions, dispose; it also carries the
+// model for other areas through attach_model) and `NativeSession`
 // (one sequence's caches for the incremental path: forward, reset, dispose). Loading and every
 // forward run on worker threads; ids are copied off the JS heap before the work starts.
 // Options arrive validated by lib/models; they are re-checked here.
@@ -384,7 +385,7 @@ Napi::Value load_model_js(const Napi::CallbackInfo& info) {
         },
         [result](Napi::Env e) -> Napi::Value {
           Napi::Object obj = NativeModel::ctor->New({});
-          attach_model(obj, *result);  // generation (addon/generation.cc) reaches the model through it
+          attach_model(obj, *result);  // generation and other areas find the model through model_ref.h
           NativeModel::Unwrap(obj)->bind(std::move(*result));
           return obj;
         });

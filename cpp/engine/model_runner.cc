@@ -5,13 +5,6 @@
 
 namespace mlxb {
 
-int32_t GreedySampler::sample(const float* logits, int64_t vocab, const std::vector<int32_t>&) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < vocab; ++i)
-    if (logits[i] > logits[best]) best = i;
-  return static_cast<int32_t>(best);
-}
-
 PagedSpec ModelRunner::spec_for(const Model& model, int64_t block_size, int64_t num_blocks) {
   const ModelConfig& c = model.config();
   PagedSpec s;
@@ -28,23 +21,23 @@ PagedSpec ModelRunner::spec_for(const Model& model, int64_t block_size, int64_t 
 ModelRunner::ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64_t num_blocks)
     : model_(std::move(model)), pool_(spec_for(*model_, block_size, num_blocks)) {}
 
-void ModelRunner::begin(int64_t seq_id, const std::vector<int32_t>& prompt, std::unique_ptr<TokenSampler> sampler) {
-  auto st = std::make_shared<SeqState>();
-  st->sampler = sampler ? std::move(sampler) : std::make_unique<GreedySampler>();
-  st->history = prompt;
+void ModelRunner::begin(int64_t seq_id, const std::vector<int32_t>& prompt, const SamplingParams& params) {
+  auto s = std::make_shared<Sampler>(params, model_->config().vocab_size);
+  s->accept(prompt.data(), static_cast<int64_t>(prompt.size()));
   std::lock_guard<std::mutex> lock(mu_);
-  seqs_[seq_id] = std::move(st);
+  samplers_[seq_id] = std::move(s);
 }
 
 void ModelRunner::forget(int64_t seq_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  seqs_.erase(seq_id);
+  samplers_.erase(seq_id);
 }
 
 void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
   const int64_t vocab = model_->config().vocab_size;
   const size_t n = plan.rows.size();
   out.tokens.assign(n, -1);
+  out.samples.assign(n, SampleInfo{});
   logits_.resize(n * static_cast<size_t>(vocab));
   std::vector<CacheSet> caches(n);
   std::vector<Model::Row> rows(n);
@@ -61,17 +54,23 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
   for (size_t i = 0; i < n; ++i) {
     const StepRow& r = plan.rows[i];
     if (!r.sample) continue;
-    std::shared_ptr<SeqState> st;
+    std::shared_ptr<Sampler> sampler;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = seqs_.find(r.seq_id);
-      MLXB_CHECK(it != seqs_.end(), "runner has no state for a planned sequence");
-      st = it->second;
+      auto it = samplers_.find(r.seq_id);
+      MLXB_CHECK(it != samplers_.end(), "runner has no sampler for a planned sequence");
+      sampler = it->second;
     }
-    const int32_t tok = st->sampler->sample(rows[i].logits, vocab, st->history);
-    if (tok < 0 || tok >= vocab) fail(ErrorCode::kInternal, "sampler returned a token outside the vocabulary");
-    st->history.push_back(tok);
-    out.tokens[i] = tok;
+    SampleResult res = sampler->sample(rows[i].logits);
+    if (res.token < 0 || res.token >= vocab) fail(ErrorCode::kInternal, "sampler returned a token outside the vocabulary");
+    sampler->accept(res.token);
+    out.tokens[i] = res.token;
+    SampleInfo& info = out.samples[i];
+    info.logprob = res.logprob;
+    for (const TokenLogprob& t : res.top) {
+      info.top_tokens.push_back(t.token);
+      info.top_logprobs.push_back(t.logprob);
+    }
   }
 }
 

@@ -128,6 +128,7 @@ void Scheduler::finish(Seq& s, FinishReason reason, std::vector<StepEvent>& even
   e.finish = reason;
   e.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
   e.cached_tokens = s.cached_tokens;
+  e.generated = s.generated;
   e.error = error;
   events.push_back(std::move(e));
 }
@@ -272,6 +273,8 @@ void Scheduler::complete(const StepPlan& plan, const StepOutput& out, std::vecto
     StepEvent e;
     e.seq_id = s->req.id;
     e.token = tok;
+    e.generated = s->generated;
+    if (k < out.samples.size()) e.sample = out.samples[k];
     const auto& stops = s->req.stop_tokens;
     FinishReason reason = FinishReason::kNone;
     if (std::find(stops.begin(), stops.end(), tok) != stops.end()) reason = FinishReason::kStop;

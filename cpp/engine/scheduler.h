@@ -44,6 +44,8 @@ struct StepEvent {
   FinishReason finish = FinishReason::kNone;
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens served by the prefix cache at first admission
+  int64_t generated = 0;      // tokens sampled so far, this one included
+  SampleInfo sample;          // the runner's report on `token`
   std::string error;
 };
 

@@ -23,8 +23,16 @@ struct StepPlan {
   int64_t prefill_tokens = 0;  // tokens in non-final chunks plus prompt chunks (for stats)
 };
 
+// What the runner reports about a sampled token beyond its id (passed through to the caller).
+struct SampleInfo {
+  float logprob = 0.f;               // under the processed logits
+  std::vector<int32_t> top_tokens;   // best alternatives when asked, best first
+  std::vector<float> top_logprobs;
+};
+
 struct StepOutput {
-  std::vector<int32_t> tokens;  // one per plan row: the sampled token, or -1 where !sample
+  std::vector<int32_t> tokens;      // one per plan row: the sampled token, or -1 where !sample
+  std::vector<SampleInfo> samples;  // one per plan row (empty info where !sample)
 };
 
 // What the engine drives. `begin` / `forget` bracket a sequence's life so the runner can keep

@@ -17,7 +17,9 @@
 
 namespace mlxb {
 
-WeightStore::Mapping::~Mapping() = default;
+WeightStore::Mapping::~Mapping() {
+  if (fd >= 0) ::close(fd);
+}
 
 namespace {
 
@@ -181,6 +183,7 @@ std::shared_ptr<WeightStore::Mapping> map_file(const std::string& path) {
     fail(ErrorCode::kIo, path + " is not a regular file", path);
   }
   auto m = std::make_shared<WeightStore::Mapping>();
+  m->fd = fd;  // owned by the mapping from here on
   m->path = path;
   m->size = static_cast<int64_t>(st.st_size);
   m->storage = std::make_shared<Storage>();
@@ -188,7 +191,6 @@ std::shared_ptr<WeightStore::Mapping> map_file(const std::string& path) {
     void* p = mmap(nullptr, static_cast<size_t>(m->size), PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       int err = errno;
-      ::close(fd);
       fail(ErrorCode::kIo, "cannot mmap " + path + ": " + std::strerror(err), path);
     }
     size_t len = static_cast<size_t>(m->size);
@@ -196,7 +198,6 @@ std::shared_ptr<WeightStore::Mapping> map_file(const std::string& path) {
     m->storage->bytes = m->size;
     m->storage->release = [len](void* q) { munmap(q, len); };
   }
-  ::close(fd);
   return m;
 }
 

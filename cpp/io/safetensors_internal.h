@@ -12,9 +12,10 @@
 namespace mlxb {
 
 // A read-only mapping of one whole file; `storage` owns it (munmap on release) so that tensor
-// views keep it alive.
+// views keep it alive. `fd` stays open for read_owned, which preads instead of touching the map.
 struct WeightStore::Mapping {
   std::string path;
+  int fd = -1;
   int64_t size = 0;
   std::shared_ptr<Storage> storage;
   int64_t data_start = 0;  // 8 + header length

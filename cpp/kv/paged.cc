@@ -14,7 +14,8 @@ int64_t PagedKVPool::bytes_per_block(const PagedSpec& s) {
 }
 
 PagedKVPool::PagedKVPool(const PagedSpec& spec) : spec_(spec) {
-  if (spec.layers <= 0 || spec.kv_heads <= 0 || spec.head_dim <= 0 || spec.block_size <= 0 || spec.num_blocks <= 0)
+  if (spec.layers == 0) return;  // a graph without attention state (e.g. a lookup-table test model)
+  if (spec.layers < 0 || spec.kv_heads <= 0 || spec.head_dim <= 0 || spec.block_size <= 0 || spec.num_blocks <= 0)
     fail(ErrorCode::kInvalidArgument, "paged KV pool needs positive layers, heads, head_dim, block size and blocks");
   const int64_t slots = checked_mul(spec.num_blocks, spec.block_size, "KV pool slots");
   if (slots > (int64_t(1) << 31) - 1) fail(ErrorCode::kInvalidArgument, "KV pool too large: more than 2^31 slots", "kvBlocks");

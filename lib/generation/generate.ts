@@ -144,10 +144,29 @@ function event(sample: NativeSample, text: string, logprobs: boolean): Generatio
 }
 
 /**
- * Starts generating from `input` (a raw prompt string, chat messages, or token ids). Options are
- * validated synchronously: a bad option throws here, before anything runs.
+ * Where a generation's sampled tokens come from: one native sequence (generate()) or a row of
+ * the batching engine (lib/execution). `first` resolves to the token after the prompt, `next` to
+ * the one after `token` (the last sampled one); `dispose` releases the state at once and is
+ * called exactly once, whatever ends the loop.
  */
-export function generate(target: GenerationTarget, input: GenerationInput, options?: GenerateOptions): Generation {
+export interface TokenSource {
+  first(): Promise<NativeSample>;
+  next(token: number): Promise<NativeSample>;
+  dispose(): void;
+}
+
+/** A validated request: options resolved, prompt encoded, stop ids decided. */
+export interface PreparedGeneration {
+  readonly options: ResolvedGenerateOptions;
+  readonly prompt: number[];
+  readonly maxTokens: number;
+  readonly stopIds: ReadonlySet<number>;
+  /** performance.now() when the call started (for time to first token). */
+  readonly t0: number;
+}
+
+/** Validates options and encodes the input (synchronously; a bad option throws here). */
+export function prepareGeneration(target: GenerationTarget, input: GenerationInput, options?: GenerateOptions): PreparedGeneration {
   if (typeof target !== 'object' || target === null || typeof target.nativeHandle !== 'object') {
     throw new InvalidArgumentError('model must be a loaded language model', 'model');
   }
@@ -161,9 +180,27 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
   // Not capped at max_position_embeddings: rope scaling (dynamic, yarn) exists to go past it.
   const maxTokens = o.maxTokens;
   const stopIds = new Set(o.stopTokenIds ?? defaultStopIds(target));
-  const logprobs = o.sampling.logprobs;
-  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, o.sampling, prompt.length + maxTokens);
+  return { options: o, prompt, maxTokens, stopIds, t0 };
+}
 
+/**
+ * Starts generating from `input` (a raw prompt string, chat messages, or token ids). Options are
+ * validated synchronously: a bad option throws here, before anything runs.
+ */
+export function generate(target: GenerationTarget, input: GenerationInput, options?: GenerateOptions): Generation {
+  const p = prepareGeneration(target, input, options);
+  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, p.options.sampling, p.prompt.length + p.maxTokens);
+  return runGeneration(target, p, {
+    first: () => seq.prefill(Int32Array.from(p.prompt)),
+    next: (token) => seq.step(token),
+    dispose: () => seq.dispose(),
+  });
+}
+
+/** The generation loop over any token source: detokenizing, stop ids and strings, abort, stats. */
+export function runGeneration(target: GenerationTarget, p: PreparedGeneration, source: TokenSource): Generation {
+  const { options: o, prompt, maxTokens, stopIds, t0 } = p;
+  const logprobs = o.sampling.logprobs;
   return new Generation(async function* run(settle, fail) {
     const detok = target.tokenizer ? new StreamingDetokenizer(target.tokenizer, { skipSpecialTokens: o.skipSpecialTokens }) : undefined;
     const stops = new StopStringFilter(o.stop);
@@ -179,16 +216,16 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
       signal?.addEventListener('abort', onAbort, { once: true });
     });
     // Waits for a native call, or for the signal (the call then finishes on its own and its
-    // result is dropped; the sequence is already disposed by then).
-    const race = async (p: Promise<NativeSample>): Promise<NativeSample | 'abort'> => {
-      if (!signal) return p;
-      if (signal.aborted) { p.catch(() => {}); return 'abort'; }
-      const r = await Promise.race([p, aborted]);
-      if (r === 'abort') p.catch(() => {});
+    // result is dropped; the source is already disposed by then).
+    const race = async (q: Promise<NativeSample>): Promise<NativeSample | 'abort'> => {
+      if (!signal) return q;
+      if (signal.aborted) { q.catch(() => {}); return 'abort'; }
+      const r = await Promise.race([q, aborted]);
+      if (r === 'abort') q.catch(() => {});
       return r;
     };
     try {
-      let sample = await race(seq.prefill(Int32Array.from(prompt)));
+      let sample = await race(source.first());
       tFirst = performance.now();
       while (sample !== 'abort') {
         tokens.push(sample.token);
@@ -211,13 +248,13 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
         text += out;
         yield event(sample, out, logprobs);
         if (stops.stopped !== undefined || last) break;
-        sample = await race(seq.step(sample.token));
+        sample = await race(source.next(sample.token));
       }
     } catch (e) {
       fail(e);
       throw e;
     } finally {
-      seq.dispose();
+      source.dispose();
       if (onAbort) signal?.removeEventListener('abort', onAbort);
       // Ended early without a stop: the signal fired or the consumer left the loop.
       if (tokens.length < maxTokens && finishReason === 'length') finishReason = 'abort';

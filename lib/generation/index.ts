@@ -3,9 +3,9 @@
  * token events and a final result with stats out; generation_config.json defaults.
  */
 export {
-  generate, Generation, generationStats,
+  generate, Generation, generationStats, prepareGeneration, runGeneration,
   type FinishReason, type GenerationEvent, type GenerationInput, type GenerationResult, type GenerationStats,
-  type GenerationTarget, type TokenLogprob,
+  type GenerationTarget, type PreparedGeneration, type TokenLogprob, type TokenSource,
 } from './generate.js';
 export { GENERATE_OPTION_NAMES, MAX_TOKENS_LIMIT, resolveGenerateOptions, type GenerateOptions, type ResolvedGenerateOptions } from './options.js';
 export { loadGenerationConfig, parseGenerationConfig, type GenerationConfig } from './config.js';

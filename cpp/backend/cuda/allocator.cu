@@ -1,0 +1,96 @@
+// Caching device allocator. Freed blocks are kept in per-size free lists and handed out again
+// without cudaMalloc/cudaFree (both synchronise the device). Sizes are rounded (512 B below
+// 1 MiB, 2 MiB above) so that activations of nearby sizes share blocks. All work runs on one
+// stream, so a block freed on the host may be reused by later work on that stream at once.
+// When cudaMalloc fails the cache is emptied and the call retried; a second failure is
+// kOutOfMemory naming the size and the free memory.
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/backend.h"
+#include "backend/cuda/common.cuh"
+
+namespace mlxb::cuda {
+
+namespace {
+struct Pool {
+  std::mutex mu;
+  std::multimap<int64_t, void*> free_blocks;      // rounded size -> block
+  std::unordered_map<void*, int64_t> live;       // block -> rounded size
+  int64_t cached_bytes = 0;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool();  // never destroyed: blocks may be freed during static teardown
+  return *p;
+}
+
+int64_t round_size(int64_t bytes) {
+  const int64_t mib = 1 << 20;
+  if (bytes < mib) return (bytes + 511) / 512 * 512;
+  return (bytes + 2 * mib - 1) / (2 * mib) * (2 * mib);
+}
+
+std::string mib(int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; }
+
+void release_cache_locked(Pool& p) {
+  if (p.free_blocks.empty()) return;
+  cudaStreamSynchronize(stream());
+  for (auto& [size, ptr] : p.free_blocks) cudaFree(ptr);
+  p.free_blocks.clear();
+  p.cached_bytes = 0;
+}
+}  // namespace
+
+void* device_alloc(int64_t bytes, const char* what) {
+  if (bytes <= 0) bytes = 1;
+  int64_t size = round_size(bytes);
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  // A cached block of the same size, or up to 1/8 larger for big blocks.
+  auto it = p.free_blocks.lower_bound(size);
+  if (it != p.free_blocks.end() && it->first <= size + size / 8) {
+    void* ptr = it->second;
+    int64_t got = it->first;
+    p.free_blocks.erase(it);
+    p.cached_bytes -= got;
+    p.live[ptr] = got;
+    return ptr;
+  }
+  void* ptr = nullptr;
+  cudaError_t e = cudaMalloc(&ptr, static_cast<size_t>(size));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    release_cache_locked(p);
+    e = cudaMalloc(&ptr, static_cast<size_t>(size));
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    fail(ErrorCode::kOutOfMemory, std::string("CUDA out of memory: ") + what + " needs " + mib(bytes) + " of device memory; " +
+                                      mib(static_cast<int64_t>(free_b)) + " free of " + mib(static_cast<int64_t>(total_b)),
+         what);
+  }
+  p.live[ptr] = size;
+  return ptr;
+}
+
+void device_free(void* ptr) {
+  if (!ptr) return;
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.live.find(ptr);
+  if (it == p.live.end()) return;
+  int64_t size = it->second;
+  p.live.erase(it);
+  p.free_blocks.emplace(size, ptr);
+  p.cached_bytes += size;
+}
+
+void* CudaBackend::alloc(int64_t bytes) { return device_alloc(bytes, "a tensor"); }
+void CudaBackend::free(void* p) { device_free(p); }
+
+}  // namespace mlxb::cuda

@@ -1,0 +1,30 @@
+// Entry points shared by attention.cu (argument checks, split-KV SIMT kernel for decode and for
+// float32) and attention_flash.cu (tensor-core flash attention for bf16/f16 prefill).
+#pragma once
+#include "backend/cuda/common.cuh"
+#include "ops/ops.h"
+
+namespace mlxb::cuda {
+
+// Geometry shared by the kernels: q [T, Hq, D], k/v [Hkv, S, D] (head stride kv_stride elements),
+// out [T, Hq, D].
+struct AttnShape {
+  int64_t t, hq, hkv, s, d, kv_stride;
+};
+
+// Mask of ops.h: key j is visible to a query at position qp when its slot holds a position
+// (kp >= 0), causal => kp <= qp, window > 0 => qp - kp < window.
+__device__ __forceinline__ bool key_visible(int kp, int qp, bool causal, int window) {
+  return kp >= 0 && (!causal || kp <= qp) && (window <= 0 || qp - kp < window);
+}
+
+__device__ __forceinline__ float score_transform(float dot, float scale, float softcap) {
+  float s = dot * scale;
+  return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+}
+
+// Returns false when the flash kernel does not cover the case (dtype, head dim, alignment).
+bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+                     const AttentionArgs& args, const AttnShape& sh, Tensor& out);
+
+}  // namespace mlxb::cuda

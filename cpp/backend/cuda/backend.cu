@@ -1,0 +1,118 @@
+// CudaBackend: device discovery, the stream, copies, argument checks shared by the op files.
+// Discovery never aborts: without a driver or a GPU cudaGetDeviceCount returns an error code,
+// which makes cuda_backend_available() false and cuda_backend() throw kUnsupported.
+#include <mutex>
+#include <string>
+
+#include "backend/cuda/backend.h"
+#include "backend/cuda/common.cuh"
+#include "ops/backends.h"
+
+namespace mlxb {
+namespace cuda {
+
+void throw_cuda(cudaError_t e, const char* what) {
+  ErrorCode code = e == cudaErrorMemoryAllocation ? ErrorCode::kOutOfMemory : ErrorCode::kInternal;
+  fail(code, std::string("cuda: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") in " + what);
+}
+
+namespace {
+struct DeviceState {
+  bool ok = false;
+  std::string why;
+  cudaStream_t stream = nullptr;
+  int sms = 1;
+  int smem_optin = 48 * 1024;
+};
+
+DeviceState& state() {
+  static DeviceState s;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      s.why = std::string("no usable CUDA driver or device (") + cudaGetErrorString(e) + ")";
+      cudaGetLastError();
+      return;
+    }
+    if (n == 0) { s.why = "no CUDA device found"; return; }
+    cudaDeviceProp prop{};
+    if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+      s.why = "CUDA device 0 could not be initialised";
+      cudaGetLastError();
+      return;
+    }
+    if (prop.major < 8) {
+      s.why = std::string("CUDA device ") + prop.name + " has compute capability " + std::to_string(prop.major) + "." +
+              std::to_string(prop.minor) + "; 8.0 or newer is needed";
+      return;
+    }
+    if (cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess) {
+      s.why = "could not create a CUDA stream";
+      cudaGetLastError();
+      return;
+    }
+    s.sms = prop.multiProcessorCount;
+    s.smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
+    s.ok = true;
+  });
+  return s;
+}
+}  // namespace
+
+cudaStream_t stream() { return state().stream; }
+int sm_count() { return state().sms; }
+int max_smem_optin() { return state().smem_optin; }
+
+void check_float(const Tensor& t, const char* op, const char* name) {
+  DType d = t.dtype();
+  if (d != DType::F32 && d != DType::BF16 && d != DType::F16)
+    fail(ErrorCode::kUnsupported, std::string("cuda ") + op + ": " + name + " has dtype " + dtype_name(d) +
+                                      " (float32, bfloat16 or float16 expected)");
+}
+
+void check_device(const Tensor& t, const char* op, const char* name) {
+  if (t.device() != Device::kCUDA)
+    fail(ErrorCode::kInvalidArgument, std::string("cuda ") + op + ": " + name + " is on " + device_name(t.device()) +
+                                          ", expected cuda (" + t.describe() + ")");
+}
+
+void check_contiguous(const Tensor& t, const char* op, const char* name) {
+  if (!t.is_contiguous())
+    fail(ErrorCode::kInvalidArgument, std::string("cuda ") + op + ": " + name + " must be contiguous (" + t.describe() + ")");
+}
+
+CudaBackend::CudaBackend() = default;
+
+void CudaBackend::copy(void* dst, Device dst_dev, const void* src, Device src_dev, int64_t bytes) {
+  if (bytes <= 0) return;
+  cudaMemcpyKind kind = dst_dev == Device::kCUDA ? (src_dev == Device::kCUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                                 : (src_dev == Device::kCUDA ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  MLXB_CUDA_OK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), kind, stream()));
+  // Host memory must be complete (D2H) or reusable (H2D from pageable memory) when we return.
+  if (kind != cudaMemcpyDeviceToDevice) MLXB_CUDA_OK(cudaStreamSynchronize(stream()));
+}
+
+void CudaBackend::synchronize() { MLXB_CUDA_OK(cudaStreamSynchronize(stream())); }
+
+void CudaBackend::qmatmul(const Tensor&, const QuantWeight&, const Tensor*, Tensor&) {
+  fail(ErrorCode::kUnsupported, "cuda: quantized matmul is not implemented on the CUDA backend yet");
+}
+void CudaBackend::qembedding(const QuantWeight&, const Tensor&, float, Tensor&) {
+  fail(ErrorCode::kUnsupported, "cuda: quantized embedding is not implemented on the CUDA backend yet");
+}
+
+}  // namespace cuda
+
+bool cuda_backend_built() { return true; }
+bool cuda_backend_available() { return cuda::state().ok; }
+
+Backend& cuda_backend() {
+  auto& s = cuda::state();
+  if (!s.ok) fail(ErrorCode::kUnsupported, "cuda: " + s.why);
+  static cuda::CudaBackend* b = new cuda::CudaBackend();
+  return *b;
+}
+
+}  // namespace mlxb

@@ -1,0 +1,36 @@
+// The CUDA backend: one device (ordinal 0), one stream on which every op and copy is ordered,
+// device memory from a caching allocator. Ops are implemented in the .cu file of the same stem
+// as the CPU backend (matmul.cu, attention.cu, ...). Not thread-parallel: callers serialise work
+// per model, and the stream orders it.
+#pragma once
+#include "ops/ops.h"
+
+namespace mlxb::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend();
+  Device device() const override { return Device::kCUDA; }
+  void* alloc(int64_t bytes) override;
+  void free(void* p) override;
+  void copy(void* dst, Device dst_dev, const void* src, Device src_dev, int64_t bytes) override;
+  void synchronize() override;
+
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) override;
+  void qembedding(const QuantWeight& table, const Tensor& ids, float scale, Tensor& out) override;
+  void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) override;
+  void rope(Tensor& x, const Tensor& positions, const RopeArgs& args) override;
+  void softmax(const Tensor& x, Tensor& y) override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+                 const AttentionArgs& args, Tensor& out) override;
+  void gated_act(const Tensor& gate, const Tensor& up, Activation act, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void softcap(Tensor& x, float cap) override;
+  void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) override;
+  void convert(const Tensor& src, Tensor& dst) override;
+};
+
+}  // namespace mlxb::cuda

@@ -1,0 +1,74 @@
+// Shared device helpers of the CUDA backend: error checks that throw typed mlxb::Error, element
+// load/store in f32 for every activation dtype, dtype dispatch, launch geometry. Kernels live in
+// the per-op .cu files; nothing here launches anything.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace mlxb::cuda {
+
+[[noreturn]] void throw_cuda(cudaError_t e, const char* what);
+
+#define MLXB_CUDA_OK(expr)                                   \
+  do {                                                       \
+    cudaError_t mlxb_e_ = (expr);                            \
+    if (mlxb_e_ != cudaSuccess) ::mlxb::cuda::throw_cuda(mlxb_e_, #expr); \
+  } while (0)
+
+// After a launch: a bad configuration surfaces here, not at the next sync.
+#define MLXB_CUDA_LAUNCHED(name) MLXB_CUDA_OK(cudaGetLastError())
+
+cudaStream_t stream();
+int sm_count();
+int max_smem_optin();  // bytes of shared memory one block may opt into
+
+// Device memory from the caching allocator (allocator.cu). Released when the guard dies.
+void* device_alloc(int64_t bytes, const char* what);
+void device_free(void* p);
+struct Scratch {
+  void* p = nullptr;
+  Scratch(int64_t bytes, const char* what) : p(device_alloc(bytes, what)) {}
+  ~Scratch() { device_free(p); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T> T* as() const { return static_cast<T*>(p); }
+};
+
+// Element access in float32 whatever the storage type.
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Element grid for n items: capped so huge tensors loop (grid-stride) instead of overflowing.
+inline unsigned grid_for(int64_t n, int threads = 256) {
+  int64_t g = ceil_div(n, threads);
+  int64_t cap = static_cast<int64_t>(sm_count()) * 32;
+  return static_cast<unsigned>(g < 1 ? 1 : (g > cap ? cap : g));
+}
+
+void check_float(const Tensor& t, const char* op, const char* name);
+void check_device(const Tensor& t, const char* op, const char* name);
+void check_contiguous(const Tensor& t, const char* op, const char* name);
+
+}  // namespace mlxb::cuda
+
+// Calls F.template operator()<T>() with T the C++ element type of a float dtype.
+#define MLXB_FLOAT_SWITCH(dtype, T, ...)                                          \
+  switch (dtype) {                                                               \
+    case ::mlxb::DType::F32: { using T = float; __VA_ARGS__; break; }            \
+    case ::mlxb::DType::BF16: { using T = __nv_bfloat16; __VA_ARGS__; break; }   \
+    case ::mlxb::DType::F16: { using T = __half; __VA_ARGS__; break; }           \
+    default: ::mlxb::fail(::mlxb::ErrorCode::kUnsupported, std::string("cuda: unsupported dtype ") + ::mlxb::dtype_name(dtype)); \
+  }

@@ -1,0 +1,208 @@
+// y[M,N] = x[M,K] · w[N,K]^T (+ bias[N]), float32 accumulation.
+// - M <= 8 (decode): a bandwidth-bound GEMV, one warp per weight row, 16-byte loads of the
+//   weight, every x row applied to each loaded weight vector (gemv_kernel).
+// - larger M with x, w, y of one dtype: cuBLASLt (dlopened; pure float32 compute for f32).
+// - anything else (mixed dtypes, no cuBLASLt): a tiled SIMT kernel in float32 (gemm_kernel).
+#include "backend/cuda/backend.h"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/cublaslt.h"
+#include "backend/cuda/reduce.cuh"
+
+namespace mlxb::cuda {
+
+// 8 consecutive elements as floats from a 16-byte aligned address (two loads for f32).
+__device__ __forceinline__ void load8(const float* p, float* v) {
+  float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* v) {
+  uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) { float2 f = __bfloat1622float2(h[i]); v[2 * i] = f.x; v[2 * i + 1] = f.y; }
+}
+__device__ __forceinline__ void load8(const __half* p, float* v) {
+  uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) { float2 f = __half22float2(h[i]); v[2 * i] = f.x; v[2 * i + 1] = f.y; }
+}
+
+constexpr int kGemvWarps = 4;
+constexpr int kGemvUnroll = 4;
+
+// One warp per output column n. kVec: K % 8 == 0 and 16-byte aligned rows (vector loads).
+template <int M, bool kVec, typename TX, typename TW, typename TY>
+static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
+                                                                      const TW* __restrict__ bias, TY* __restrict__ y,
+                                                                      int64_t n_count, int64_t k_count) {
+  int lane = threadIdx.x & 31;
+  int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+  if (n >= n_count) return;
+  const TW* wr = w + n * k_count;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  if constexpr (kVec) {
+    int64_t vecs = k_count / 8;
+    int64_t v = lane;
+    for (; v + 32 * (kGemvUnroll - 1) < vecs; v += 32 * kGemvUnroll) {
+      float wv[kGemvUnroll][8];
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) load8(wr + (v + 32 * u) * 8, wv[u]);
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) {
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          float xv[8];
+          load8(x + m * k_count + (v + 32 * u) * 8, xv);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[m] = fmaf(wv[u][j], xv[j], acc[m]);
+        }
+      }
+    }
+    for (; v < vecs; v += 32) {
+      float wv[8];
+      load8(wr + v * 8, wv);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xv[8];
+        load8(x + m * k_count + v * 8, xv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[m] = fmaf(wv[j], xv[j], acc[m]);
+      }
+    }
+  } else {
+    for (int64_t k = lane; k < k_count; k += 32) {
+      float wv = to_f32(wr[k]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) acc[m] = fmaf(wv, to_f32(x[m * k_count + k]), acc[m]);
+    }
+  }
+  float b = bias ? to_f32(bias[n]) : 0.0f;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float s = warp_sum(acc[m]);
+    if (lane == 0) y[m * n_count + n] = from_f32<TY>(s + b);
+  }
+}
+
+template <int M, typename TX, typename TW, typename TY>
+static void launch_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t n, int64_t k) {
+  unsigned grid = static_cast<unsigned>(ceil_div(n, kGemvWarps));
+  bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(x.data()) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0;
+  const TW* b = bias ? bias->ptr<TW>() : nullptr;
+  if (vec)
+    gemv_kernel<M, true, TX, TW, TY><<<grid, kGemvWarps * 32, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), b, y.ptr<TY>(), n, k);
+  else
+    gemv_kernel<M, false, TX, TW, TY><<<grid, kGemvWarps * 32, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), b, y.ptr<TY>(), n, k);
+}
+
+template <typename TX, typename TW, typename TY>
+static void gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t m, int64_t n, int64_t k) {
+  switch (m) {
+    case 1: launch_gemv<1, TX, TW, TY>(x, w, bias, y, n, k); break;
+    case 2: launch_gemv<2, TX, TW, TY>(x, w, bias, y, n, k); break;
+    case 3: launch_gemv<3, TX, TW, TY>(x, w, bias, y, n, k); break;
+    case 4: launch_gemv<4, TX, TW, TY>(x, w, bias, y, n, k); break;
+    case 5: launch_gemv<5, TX, TW, TY>(x, w, bias, y, n, k); break;
+    case 6: launch_gemv<6, TX, TW, TY>(x, w, bias, y, n, k); break;
+    case 7: launch_gemv<7, TX, TW, TY>(x, w, bias, y, n, k); break;
+    default: launch_gemv<8, TX, TW, TY>(x, w, bias, y, n, k); break;
+  }
+}
+
+// Tiled SIMT GEMM: 64x64 output tile per block of 256 threads, 4x4 outputs per thread, K in
+// steps of 16 staged through shared memory as float32. Bounds-checked for any M, N, K.
+constexpr int kTile = 64, kTileK = 16;
+
+template <typename TX, typename TW, typename TY>
+static __global__ void __launch_bounds__(256) gemm_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
+                                                          const TW* __restrict__ bias, TY* __restrict__ y, int64_t m_count,
+                                                          int64_t n_count, int64_t k_count) {
+  __shared__ float xs[kTileK][kTile + 4];
+  __shared__ float ws[kTileK][kTile + 4];
+  int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < k_count; k0 += kTileK) {
+    for (int i = threadIdx.x; i < kTile * kTileK; i += 256) {
+      int r = i / kTileK, c = i % kTileK;
+      int64_t gm = m0 + r, gn = n0 + r, gk = k0 + c;
+      xs[c][r] = (gm < m_count && gk < k_count) ? to_f32(x[gm * k_count + gk]) : 0.0f;
+      ws[c][r] = (gn < n_count && gk < k_count) ? to_f32(w[gn * k_count + gk]) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < kTileK; ++c) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) { a[i] = xs[c][ty + 16 * i]; b[i] = ws[c][tx + 16 * i]; }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    int64_t gm = m0 + ty + 16 * i;
+    if (gm >= m_count) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      int64_t gn = n0 + tx + 16 * j;
+      if (gn < n_count) y[gm * n_count + gn] = from_f32<TY>(acc[i][j] + (bias ? to_f32(bias[gn]) : 0.0f));
+    }
+  }
+}
+
+template <typename TB, typename TY>
+static __global__ void bias_kernel(TY* y, const TB* bias, int64_t rows, int64_t n) {
+  int64_t total = rows * n;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = from_f32<TY>(to_f32(y[i]) + to_f32(bias[i % n]));
+}
+
+constexpr int64_t kGemvMaxRows = 8;
+
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+  for (auto [t, nm] : {std::pair{&x, "x"}, {&w, "w"}, {&y, "y"}}) {
+    check_device(*t, "matmul", nm); check_float(*t, "matmul", nm); check_contiguous(*t, "matmul", nm);
+  }
+  if (w.ndim() != 2) fail(ErrorCode::kInvalidArgument, "cuda matmul: w must be [N, K]: " + w.describe());
+  int64_t n = w.dim(0), k = w.dim(1);
+  if (x.ndim() < 1 || x.dim(-1) != k) fail(ErrorCode::kInvalidArgument, "cuda matmul: x " + x.describe() + " does not match w " + w.describe());
+  int64_t m = x.numel() / (k == 0 ? 1 : k);
+  if (k == 0) m = y.numel() / (n == 0 ? 1 : n);
+  if (y.numel() != m * n || y.dim(-1) != n) fail(ErrorCode::kInvalidArgument, "cuda matmul: y must be [M, N]: " + y.describe());
+  if (bias) {
+    check_device(*bias, "matmul", "bias"); check_contiguous(*bias, "matmul", "bias");
+    if (bias->dtype() != w.dtype() || bias->numel() != n)
+      fail(ErrorCode::kInvalidArgument, "cuda matmul: bias must be [N] in w's dtype: " + bias->describe());
+  }
+  if (m == 0 || n == 0) return;
+  if (m <= kGemvMaxRows) {
+    MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, MLXB_FLOAT_SWITCH(y.dtype(), TY,
+        gemv<TX, TW, TY>(x, w, bias, y, m, n, k))));
+    MLXB_CUDA_LAUNCHED("matmul (gemv)");
+    return;
+  }
+  bool same = x.dtype() == w.dtype() && w.dtype() == y.dtype() && k > 0;
+  if (same && cublaslt_matmul(x.data(), w.data(), y.data(), m, n, k, w.dtype(), stream())) {
+    if (bias) {
+      MLXB_FLOAT_SWITCH(w.dtype(), TB, MLXB_FLOAT_SWITCH(y.dtype(), TY,
+          bias_kernel<TB, TY><<<grid_for(m * n), 256, 0, stream()>>>(y.ptr<TY>(), bias->ptr<TB>(), m, n)));
+      MLXB_CUDA_LAUNCHED("matmul (bias)");
+    }
+    return;
+  }
+  if (ceil_div(m, kTile) > 65535) fail(ErrorCode::kUnsupported, "cuda matmul: too many rows for the fallback kernel");
+  dim3 grid(static_cast<unsigned>(ceil_div(n, kTile)), static_cast<unsigned>(ceil_div(m, kTile)));
+  MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, MLXB_FLOAT_SWITCH(y.dtype(), TY,
+      gemm_kernel<TX, TW, TY><<<grid, 256, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), bias ? bias->ptr<TW>() : nullptr, y.ptr<TY>(), m,
+                                                          n, k))));
+  MLXB_CUDA_LAUNCHED("matmul (gemm)");
+}
+
+}  // namespace mlxb::cuda

@@ -1,0 +1,509 @@
+// Backend consistency check: every op of ops.h on CUDA against a float64 reference computed here
+// from the same (dtype-rounded) inputs, and against the CPU backend where it implements the op.
+// Random inputs over awkward shapes. Prints one line per case and exits non-zero on any failure.
+// Without a GPU it prints "skipped" and exits 0 (CI builds it; only the device runs it).
+//   cuda_ops_check            all cases
+//   cuda_ops_check --bench    also times GEMV / GEMM / attention at Llama-3 8B shapes
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+
+using namespace mlxb;
+using Vec = std::vector<double>;
+
+namespace {
+
+std::mt19937 rng(1234);
+int failures = 0;
+
+double round_to(double v, DType d) {
+  float f = static_cast<float>(v);
+  if (d == DType::BF16) return bf16_to_f32(f32_to_bf16(f));
+  if (d == DType::F16) return f16_to_f32(f32_to_f16(f));
+  return f;
+}
+
+// A host value array and its device tensor holding the same (rounded) numbers.
+struct Pair {
+  Vec host;
+  Tensor dev;
+};
+
+Tensor host_tensor(const Vec& v, const Shape& shape, DType d) {
+  Tensor t = Tensor::empty(shape, d, Device::kCPU);
+  for (size_t i = 0; i < v.size(); ++i) {
+    float f = static_cast<float>(v[i]);
+    if (d == DType::F32) t.ptr<float>()[i] = f;
+    else if (d == DType::BF16) t.ptr<uint16_t>()[i] = f32_to_bf16(f);
+    else if (d == DType::F16) t.ptr<uint16_t>()[i] = f32_to_f16(f);
+    else if (d == DType::I32) t.ptr<int32_t>()[i] = static_cast<int32_t>(v[i]);
+  }
+  return t;
+}
+
+Vec to_vec(const Tensor& t) {
+  Tensor h = t.device() == Device::kCPU ? t : t.to(Device::kCPU);
+  Vec v(static_cast<size_t>(h.numel()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (h.dtype()) {
+      case DType::F32: v[i] = h.ptr<float>()[i]; break;
+      case DType::BF16: v[i] = bf16_to_f32(h.ptr<uint16_t>()[i]); break;
+      case DType::F16: v[i] = f16_to_f32(h.ptr<uint16_t>()[i]); break;
+      case DType::I32: v[i] = h.ptr<int32_t>()[i]; break;
+      default: break;
+    }
+  }
+  return v;
+}
+
+Pair make(const Shape& shape, DType d, double lo = -1.0, double hi = 1.0) {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  std::uniform_real_distribution<double> u(lo, hi);
+  Vec v(static_cast<size_t>(n));
+  for (auto& x : v) x = round_to(u(rng), d);
+  return {v, host_tensor(v, shape, d).to(Device::kCUDA)};
+}
+
+Pair make_ints(const std::vector<int32_t>& ids) {
+  Vec v(ids.begin(), ids.end());
+  return {v, host_tensor(v, {static_cast<int64_t>(ids.size())}, DType::I32).to(Device::kCUDA)};
+}
+
+// Output tensor on the device poisoned with NaN so unwritten elements fail.
+Tensor poisoned(const Shape& shape, DType d) {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  Vec v(static_cast<size_t>(n), NAN);
+  return host_tensor(v, shape, d).to(Device::kCUDA);
+}
+
+double nmse(const Vec& got, const Vec& ref) {
+  if (got.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den == 0 ? num : num / den;
+}
+
+// Tolerance by the dtype the result is computed through: fp32 1e-7 (DESIGN.md); bf16 and f16
+// results are rounded once on output (bf16 relative step 2^-8, so nMSE ~ 1e-6 from rounding alone).
+double tol_for(DType d, double bf16 = 2e-5, double f16 = 2e-6) {
+  return d == DType::F32 ? 1e-7 : d == DType::BF16 ? bf16 : f16;
+}
+
+void report(const std::string& name, double e, double tol) {
+  bool ok = e <= tol;
+  if (!ok) ++failures;
+  std::printf("%-4s %-64s nmse %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", name.c_str(), e, tol);
+}
+
+// Runs the CPU backend on host copies when it implements the op; returns false if not.
+bool cpu_try(const std::function<void()>& f) {
+  try {
+    f();
+    return true;
+  } catch (const Error& e) {
+    return false;
+  }
+}
+
+Tensor cpu_f32(const Vec& v, const Shape& s) { return host_tensor(v, s, DType::F32); }
+
+const char* dn(DType d) { return d == DType::F32 ? "f32" : d == DType::BF16 ? "bf16" : "f16"; }
+
+// ---------------------------------------------------------------- matmul
+void check_matmul(int64_t m, int64_t n, int64_t k, DType xd, DType wd, bool bias) {
+  Pair x = make({m, k}, xd), w = make({n, k}, wd), b = make({n}, wd);
+  Tensor y = poisoned({m, n}, xd);
+  ops::matmul(x.dev, w.dev, bias ? &b.dev : nullptr, y);
+  Vec ref(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bias ? b.host[j] : 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) s += x.host[i * k + kk] * w.host[j * k + kk];
+      ref[i * n + j] = s;
+    }
+  Vec got = to_vec(y);
+  char name[128];
+  std::snprintf(name, sizeof name, "matmul M=%ld N=%ld K=%ld x=%s w=%s%s", (long)m, (long)n, (long)k, dn(xd), dn(wd), bias ? " +bias" : "");
+  report(name, nmse(got, ref), tol_for(xd));
+  if (xd == DType::F32) {
+    Tensor cy = Tensor::empty({m, n}, DType::F32);
+    Tensor cb = cpu_f32(b.host, {n});
+    if (cpu_try([&] { ops::matmul(cpu_f32(x.host, {m, k}), cpu_f32(w.host, {n, k}), bias ? &cb : nullptr, cy); }))
+      report(std::string(name) + " vs cpu", nmse(got, to_vec(cy)), 1e-7);
+  }
+}
+
+// ---------------------------------------------------------------- norms, softmax, elementwise
+void check_rms_norm(int64_t rows, int64_t h, DType d, bool add_one) {
+  Pair x = make({rows, h}, d, -3, 3), w = make({h}, d);
+  Tensor y = poisoned({rows, h}, d);
+  ops::rms_norm(x.dev, w.dev, 1e-5f, add_one, y);
+  Vec ref(x.host.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < h; ++i) ss += x.host[r * h + i] * x.host[r * h + i];
+    double inv = 1.0 / std::sqrt(ss / h + 1e-5);
+    for (int64_t i = 0; i < h; ++i) ref[r * h + i] = x.host[r * h + i] * inv * (add_one ? 1.0 + w.host[i] : w.host[i]);
+  }
+  report(std::string("rms_norm rows=") + std::to_string(rows) + " h=" + std::to_string(h) + " " + dn(d) + (add_one ? " (1+w)" : ""),
+         nmse(to_vec(y), ref), tol_for(d));
+  // In place (x aliases y).
+  ops::rms_norm(x.dev, w.dev, 1e-5f, add_one, x.dev);
+  report(std::string("rms_norm in place h=") + std::to_string(h) + " " + dn(d), nmse(to_vec(x.dev), ref), tol_for(d));
+}
+
+void check_layer_norm(int64_t rows, int64_t h, DType d, bool with_bias) {
+  Pair x = make({rows, h}, d, -2, 4), w = make({h}, d), b = make({h}, d);
+  Tensor y = poisoned({rows, h}, d);
+  ops::layer_norm(x.dev, w.dev, with_bias ? &b.dev : nullptr, 1e-5f, y);
+  Vec ref(x.host.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < h; ++i) mean += x.host[r * h + i];
+    mean /= h;
+    for (int64_t i = 0; i < h; ++i) var += (x.host[r * h + i] - mean) * (x.host[r * h + i] - mean);
+    double inv = 1.0 / std::sqrt(var / h + 1e-5);
+    for (int64_t i = 0; i < h; ++i)
+      ref[r * h + i] = (x.host[r * h + i] - mean) * inv * w.host[i] + (with_bias ? b.host[i] : 0.0);
+  }
+  report(std::string("layer_norm rows=") + std::to_string(rows) + " h=" + std::to_string(h) + " " + dn(d) + (with_bias ? " +b" : ""),
+         nmse(to_vec(y), ref), tol_for(d));
+}
+
+void check_softmax(int64_t rows, int64_t n, DType d) {
+  Pair x = make({rows, n}, d, -8, 8);
+  Tensor y = poisoned({rows, n}, d);
+  ops::softmax(x.dev, y);
+  Vec ref(x.host.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY, s = 0;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x.host[r * n + i]);
+    for (int64_t i = 0; i < n; ++i) s += std::exp(x.host[r * n + i] - mx);
+    for (int64_t i = 0; i < n; ++i) ref[r * n + i] = std::exp(x.host[r * n + i] - mx) / s;
+  }
+  report("softmax rows=" + std::to_string(rows) + " n=" + std::to_string(n) + " " + dn(d), nmse(to_vec(y), ref), tol_for(d));
+}
+
+void check_rope(int64_t t, int64_t heads, int64_t dim, int64_t rot, bool interleaved, float mscale, DType d) {
+  Pair x = make({t, heads, dim}, d);
+  std::vector<int32_t> pos(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(3 * i + 7 + (i % 5 == 0 ? 4000 : 0));
+  Pair p = make_ints(pos);
+  Vec inv(static_cast<size_t>(rot / 2));
+  for (int64_t i = 0; i < rot / 2; ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rot));
+  RopeArgs a;
+  a.inv_freq = host_tensor(inv, {rot / 2}, DType::F32).to(Device::kCUDA);
+  a.rot_dim = rot;
+  a.interleaved = interleaved;
+  a.mscale = mscale;
+  ops::rope(x.dev, p.dev, a);
+  Vec ref = x.host;
+  for (int64_t ti = 0; ti < t; ++ti)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rot / 2; ++i) {
+        double ang = static_cast<double>(static_cast<float>(pos[ti]) * static_cast<float>(inv[i]));  // f32 angle, as HF
+        double c = std::cos(ang) * mscale, s = std::sin(ang) * mscale;
+        int64_t base = (ti * heads + h) * dim;
+        int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + rot / 2;
+        double xa = x.host[base + ia], xb = x.host[base + ib];
+        ref[base + ia] = xa * c - xb * s;
+        ref[base + ib] = xb * c + xa * s;
+      }
+  char name[128];
+  std::snprintf(name, sizeof name, "rope T=%ld H=%ld D=%ld rot=%ld%s mscale=%.2f %s", (long)t, (long)heads, (long)dim, (long)rot,
+                interleaved ? " interleaved" : "", mscale, dn(d));
+  report(name, nmse(to_vec(x.dev), ref), tol_for(d));
+}
+
+void check_gated(int64_t rows, int64_t f, Activation act, DType d) {
+  Pair g = make({rows, f}, d, -5, 5), u = make({rows, f}, d, -2, 2);
+  Tensor y = poisoned({rows, f}, d);
+  ops::gated_act(g.dev, u.dev, act, y);
+  Vec ref(g.host.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double x = g.host[i], a;
+    if (act == Activation::kSiLU) a = x / (1 + std::exp(-x));
+    else if (act == Activation::kGeluExact) a = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    else a = 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    ref[i] = a * u.host[i];
+  }
+  const char* an = act == Activation::kSiLU ? "silu" : act == Activation::kGeluExact ? "gelu" : "gelu_tanh";
+  report(std::string("gated_act ") + an + " " + std::to_string(rows) + "x" + std::to_string(f) + " " + dn(d), nmse(to_vec(y), ref),
+         tol_for(d));
+}
+
+void check_elementwise(int64_t n, DType d) {
+  Pair a = make({n}, d, -4, 4), b = make({n}, d);
+  Tensor y = poisoned({n}, d);
+  ops::add(a.dev, b.dev, y);
+  Vec ref(a.host.size());
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = a.host[i] + b.host[i];
+  report("add n=" + std::to_string(n) + " " + dn(d), nmse(to_vec(y), ref), tol_for(d));
+  ops::add(a.dev, b.dev, a.dev);
+  report("add in place n=" + std::to_string(n) + " " + dn(d), nmse(to_vec(a.dev), ref), tol_for(d));
+  for (auto& v : ref) v = 3.0 * std::tanh(v / 3.0);
+  ops::softcap(a.dev, 3.0f);
+  report("softcap n=" + std::to_string(n) + " " + dn(d), nmse(to_vec(a.dev), ref), tol_for(d));
+}
+
+void check_convert(int64_t n, DType from, DType to) {
+  Pair a = make({n}, from, -100, 100);
+  Tensor y = poisoned({n}, to);
+  ops::convert(a.dev, y);
+  Vec ref = a.host;
+  for (auto& v : ref) v = round_to(v, to);
+  Vec got = to_vec(y);
+  bool exact = got == ref;  // round-to-nearest-even on both sides: must be bit-equal
+  if (!exact) ++failures;
+  std::printf("%-4s convert %s -> %s n=%ld (exact)\n", exact ? "ok" : "FAIL", dn(from), dn(to), (long)n);
+}
+
+void check_embedding(int64_t vocab, int64_t h, int64_t t, DType td, DType od) {
+  Pair table = make({vocab, h}, td);
+  std::vector<int32_t> ids(static_cast<size_t>(t));
+  for (auto& i : ids) i = static_cast<int32_t>(rng() % vocab);
+  ids[0] = static_cast<int32_t>(vocab - 1);
+  Pair idt = make_ints(ids);
+  Tensor y = poisoned({t, h}, od);
+  ops::embedding(table.dev, idt.dev, 1.5f, y);
+  Vec ref(static_cast<size_t>(t * h));
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < h; ++j) ref[i * h + j] = table.host[ids[i] * h + j] * 1.5;
+  report("embedding V=" + std::to_string(vocab) + " H=" + std::to_string(h) + " T=" + std::to_string(t) + " " + dn(td) + "->" + dn(od),
+         nmse(to_vec(y), ref), tol_for(od));
+}
+
+void check_kv_write(int64_t t, int64_t heads, int64_t dim, int64_t slots, int64_t capacity, DType sd, DType cd) {
+  Pair src = make({t, heads, dim}, sd);
+  Pair cache = make({heads, capacity, dim}, cd);
+  Tensor view = cache.dev.as_strided({heads, slots, dim}, {capacity * dim, dim, 1}, 0);
+  std::vector<int32_t> sl(static_cast<size_t>(t));
+  std::vector<int32_t> perm(static_cast<size_t>(slots));
+  for (int64_t i = 0; i < slots; ++i) perm[i] = static_cast<int32_t>(i);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (int64_t i = 0; i < t; ++i) sl[i] = perm[i % slots];
+  Pair slt = make_ints(sl);
+  ops::kv_write(src.dev, slt.dev, view);
+  Vec ref = cache.host;
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < dim; ++j) ref[(h * capacity + sl[i]) * dim + j] = round_to(src.host[(i * heads + h) * dim + j], cd);
+  report("kv_write T=" + std::to_string(t) + " H=" + std::to_string(heads) + " D=" + std::to_string(dim) + " S=" + std::to_string(slots) +
+             "/" + std::to_string(capacity) + " " + dn(sd) + "->" + dn(cd),
+         nmse(to_vec(cache.dev), ref), 0.0);
+}
+
+// ---------------------------------------------------------------- attention
+struct AttnCase {
+  const char* name;
+  int64_t t, hq, hkv, s, d, capacity;
+  bool causal;
+  int64_t window;
+  float softcap;
+  bool shuffled;  // slot positions in rotating (non-monotonic) order with empty slots
+  DType dt;
+};
+
+void check_attention(const AttnCase& c) {
+  int64_t cap = std::max(c.capacity, c.s);
+  Pair q = make({c.t, c.hq, c.d}, c.dt, -2, 2);
+  Pair kb = make({c.hkv, cap, c.d}, c.dt, -2, 2), vb = make({c.hkv, cap, c.d}, c.dt);
+  Tensor k = kb.dev.as_strided({c.hkv, c.s, c.d}, {cap * c.d, c.d, 1}, 0);
+  Tensor v = vb.dev.as_strided({c.hkv, c.s, c.d}, {cap * c.d, c.d, 1}, 0);
+  // Queries are the last t positions of a sequence of s tokens.
+  std::vector<int32_t> kpos(static_cast<size_t>(c.s)), qpos(static_cast<size_t>(c.t));
+  for (int64_t j = 0; j < c.s; ++j) kpos[j] = static_cast<int32_t>(j);
+  if (c.shuffled) {
+    std::rotate(kpos.begin(), kpos.begin() + c.s / 3, kpos.end());
+    for (int64_t j = 0; j < c.s; j += 7) kpos[j] = -1;
+  }
+  for (int64_t i = 0; i < c.t; ++i) qpos[i] = static_cast<int32_t>(c.s - c.t + i);
+  Pair qp = make_ints(qpos), kp = make_ints(kpos);
+  AttentionArgs a;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  a.softcap = c.softcap;
+  a.window = c.window;
+  a.causal = c.causal;
+  Tensor out = poisoned({c.t, c.hq, c.d}, c.dt);
+  ops::attention(q.dev, k, v, qp.dev, kp.dev, a, out);
+  Vec ref(q.host.size(), 0.0);
+  int64_t group = c.hq / c.hkv;
+  std::vector<double> sc(static_cast<size_t>(c.s));
+  for (int64_t ti = 0; ti < c.t; ++ti)
+    for (int64_t h = 0; h < c.hq; ++h) {
+      int64_t g = h / group;
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < c.s; ++j) {
+        int kpj = kpos[j];
+        bool vis = kpj >= 0 && (!c.causal || kpj <= qpos[ti]) && (c.window <= 0 || qpos[ti] - kpj < c.window);
+        if (!vis) { sc[j] = -INFINITY; continue; }
+        double dot = 0;
+        for (int64_t e = 0; e < c.d; ++e) dot += q.host[(ti * c.hq + h) * c.d + e] * kb.host[(g * cap + j) * c.d + e];
+        double s = dot * a.scale;
+        if (c.softcap > 0) s = c.softcap * std::tanh(s / c.softcap);
+        sc[j] = s;
+        mx = std::max(mx, s);
+      }
+      if (mx == -INFINITY) continue;
+      double sum = 0;
+      for (int64_t j = 0; j < c.s; ++j) sum += sc[j] == -INFINITY ? 0.0 : std::exp(sc[j] - mx);
+      for (int64_t j = 0; j < c.s; ++j) {
+        if (sc[j] == -INFINITY) continue;
+        double p = std::exp(sc[j] - mx) / sum;
+        for (int64_t e = 0; e < c.d; ++e) ref[(ti * c.hq + h) * c.d + e] += p * vb.host[(g * cap + j) * c.d + e];
+      }
+    }
+  char name[160];
+  std::snprintf(name, sizeof name, "attention %s T=%ld Hq=%ld Hkv=%ld S=%ld D=%ld %s", c.name, (long)c.t, (long)c.hq, (long)c.hkv, (long)c.s,
+                (long)c.d, dn(c.dt));
+  // bf16: probabilities are rounded to bf16 before P·V on tensor cores, ~2e-4 relative.
+  report(name, nmse(to_vec(out), ref), tol_for(c.dt, 1e-4, 1e-5));
+}
+
+void check_oom() {
+  bool ok = false;
+  try {
+    Tensor t = Tensor::empty({int64_t(1) << 40, 1024}, DType::F32, Device::kCUDA);
+  } catch (const Error& e) {
+    ok = e.code() == ErrorCode::kOutOfMemory && std::string(e.what()).find("MiB") != std::string::npos;
+    std::printf("     (oom message: %s)\n", e.what());
+  }
+  if (!ok) ++failures;
+  std::printf("%-4s out-of-memory is a typed kOutOfMemory error naming the size\n", ok ? "ok" : "FAIL");
+}
+
+// ---------------------------------------------------------------- timing
+template <typename F>
+double time_ms(F&& f, int iters) {
+  f();
+  backend(Device::kCUDA).synchronize();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) f();
+  backend(Device::kCUDA).synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+void bench() {
+  std::printf("\n-- timing (bf16, Llama-3 8B shapes)\n");
+  struct G { int64_t n, k; const char* what; } gs[] = {
+      {6144, 4096, "qkv"}, {4096, 4096, "o"}, {28672, 4096, "gate+up"}, {4096, 14336, "down"}, {128256, 4096, "lm_head"}};
+  for (auto& g : gs) {
+    // Several weight copies so that repeated runs do not hit L2.
+    std::vector<Tensor> ws;
+    for (int i = 0; i < 4; ++i) ws.push_back(Tensor::empty({g.n, g.k}, DType::BF16, Device::kCUDA));
+    for (auto& w : ws) ops::convert(make({g.n * g.k}, DType::F32).dev, w);
+    for (int64_t m : {1, 4}) {
+      Tensor x = make({m, g.k}, DType::BF16).dev, y = Tensor::empty({m, g.n}, DType::BF16, Device::kCUDA);
+      int i = 0;
+      double ms = time_ms([&] { ops::matmul(x, ws[i++ % 4], nullptr, y); }, 200);
+      double gbs = g.n * g.k * 2.0 / (ms * 1e-3) / 1e9;
+      std::printf("gemv  M=%ld %-8s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s\n", (long)m, g.what, (long)g.n, (long)g.k, ms * 1e3, gbs);
+    }
+    Tensor x = make({512, g.k}, DType::BF16).dev, y = Tensor::empty({512, g.n}, DType::BF16, Device::kCUDA);
+    double ms = time_ms([&] { ops::matmul(x, ws[0], nullptr, y); }, 50);
+    std::printf("gemm  M=512 %-8s N=%6ld K=%6ld  %8.1f us  %7.1f TFLOP/s\n", g.what, (long)g.n, (long)g.k, ms * 1e3,
+                2.0 * 512 * g.n * g.k / (ms * 1e-3) / 1e12);
+  }
+  for (int64_t t : {512, 2048}) {
+    Tensor q = make({t, 32, 128}, DType::BF16).dev, k = make({8, t, 128}, DType::BF16).dev, v = make({8, t, 128}, DType::BF16).dev;
+    std::vector<int32_t> pos(static_cast<size_t>(t));
+    for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i);
+    Tensor p = make_ints(pos).dev, out = Tensor::empty({t, 32, 128}, DType::BF16, Device::kCUDA);
+    AttentionArgs a;
+    a.scale = 0.088f;
+    double ms = time_ms([&] { ops::attention(q, k, v, p, p, a, out); }, 20);
+    double flops = 4.0 * 32 * 128 * (t * (t + 1) / 2.0);
+    std::printf("flash attention T=S=%ld Hq=32 Hkv=8 D=128 causal  %8.1f us  %6.1f TFLOP/s\n", (long)t, ms * 1e3, flops / (ms * 1e-3) / 1e12);
+  }
+  for (int64_t s : {512, 4096}) {
+    Tensor q = make({1, 32, 128}, DType::BF16).dev, k = make({8, s, 128}, DType::BF16).dev, v = make({8, s, 128}, DType::BF16).dev;
+    std::vector<int32_t> kp(static_cast<size_t>(s));
+    for (int64_t i = 0; i < s; ++i) kp[i] = static_cast<int32_t>(i);
+    Tensor kpt = make_ints(kp).dev, qpt = make_ints({static_cast<int32_t>(s - 1)}).dev;
+    Tensor out = Tensor::empty({1, 32, 128}, DType::BF16, Device::kCUDA);
+    AttentionArgs a;
+    a.scale = 0.088f;
+    double ms = time_ms([&] { ops::attention(q, k, v, qpt, kpt, a, out); }, 200);
+    std::printf("decode attention S=%ld Hq=32 Hkv=8 D=128  %8.1f us  %7.0f GB/s\n", (long)s, ms * 1e3, 2.0 * 8 * s * 128 * 2 / (ms * 1e-3) / 1e9);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!cuda_available()) {
+    std::printf("skipped: %s\n", cuda_built() ? "no CUDA device" : "built without CUDA");
+    return 0;
+  }
+  bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  try {
+    const DType F = DType::F32, B = DType::BF16, H = DType::F16;
+    // matmul: GEMV (M <= 8, vector and scalar paths), cuBLASLt, SIMT fallback (mixed dtypes).
+    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 4096, 4096}, {1, 1000, 1001}, {3, 257, 129}, {8, 511, 1000},
+                                                                            {9, 300, 264}, {100, 1025, 513}, {512, 1024, 2048}, {33, 7, 5}})
+      for (auto [xd, wd] : std::vector<std::pair<DType, DType>>{{F, F}, {F, B}, {B, B}, {H, H}, {F, H}, {B, F}})
+        check_matmul(m, n, k, xd, wd, (m + n) % 2 == 1);
+    check_matmul(300, 129, 1000, B, B, true);
+    for (DType d : {F, B, H}) {
+      check_rms_norm(5, 4096, d, false);
+      check_rms_norm(3, 1001, d, true);
+      check_rms_norm(64, 96, d, false);
+      check_layer_norm(7, 1030, d, true);
+      check_layer_norm(2, 4096, d, false);
+      check_softmax(9, 1000, d);
+      check_softmax(2, 128256, d);
+      check_rope(13, 5, 128, 128, false, 1.0f, d);
+      check_rope(7, 3, 96, 32, true, 1.2f, d);
+      check_rope(5, 4, 256, 256, false, 1.0f, d);
+      check_gated(7, 14336, Activation::kSiLU, d);
+      check_gated(3, 1001, Activation::kGeluExact, d);
+      check_gated(3, 1001, Activation::kGeluTanh, d);
+      check_elementwise(100003, d);
+      check_embedding(1000, 2048, 17, d, d);
+      for (DType e : {F, B, H}) check_convert(10007, d, e);
+    }
+    check_embedding(517, 300, 9, B, F);
+    check_kv_write(7, 8, 128, 100, 160, B, B);
+    check_kv_write(5, 2, 64, 64, 64, F, B);
+    check_kv_write(3, 4, 80, 33, 40, F, F);
+    const AttnCase cases[] = {
+        {"prefill causal", 300, 8, 2, 300, 128, 0, true, 0, 0.0f, false, B},
+        {"prefill causal", 300, 8, 2, 300, 128, 0, true, 0, 0.0f, false, H},
+        {"prefill causal", 150, 8, 2, 150, 128, 0, true, 0, 0.0f, false, F},
+        {"window+softcap", 200, 4, 4, 200, 64, 0, true, 37, 30.0f, false, B},
+        {"window+softcap", 70, 4, 4, 70, 64, 0, true, 37, 30.0f, false, F},
+        {"gemma head 256", 100, 4, 1, 100, 256, 0, true, 0, 50.0f, false, B},
+        {"chunk after prefix", 70, 8, 8, 570, 128, 600, true, 0, 0.0f, false, B},
+        {"rotating slots", 40, 4, 2, 256, 128, 256, true, 128, 0.0f, true, B},
+        {"non-causal", 33, 4, 2, 47, 64, 0, false, 0, 0.0f, false, B},
+        {"head 80 (split path)", 50, 4, 2, 50, 80, 0, true, 0, 0.0f, false, B},
+        {"decode", 1, 32, 8, 1000, 128, 1024, true, 0, 0.0f, false, B},
+        {"decode", 1, 32, 8, 1000, 128, 1024, true, 0, 0.0f, false, F},
+        {"decode rotating", 1, 8, 2, 512, 128, 512, true, 400, 0.0f, true, B},
+        {"decode softcap", 3, 16, 8, 777, 256, 800, true, 0, 50.0f, false, B},
+        {"long prefill", 1024, 4, 1, 1024, 128, 0, true, 0, 0.0f, false, B},
+    };
+    for (const auto& c : cases) check_attention(c);
+    check_oom();
+    if (do_bench) bench();
+  } catch (const Error& e) {
+    std::printf("FAIL exception: %s\n", e.what());
+    return 1;
+  }
+  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
+  return failures ? 1 : 0;
+}
