@@ -163,6 +163,17 @@ describe('cancellation releases the native sequence', () => {
     expect(r.generatedTokens).toBe(3);
   });
 
+  it('no native state before iteration starts', async () => {
+    const m = tinyModel({ seed: 3 });
+    const g = generate(m, [1, 2, 3], { maxTokens: 5, stopTokenIds: [] });
+    expect(live()).toBe(0);
+    const it = g[Symbol.asyncIterator]();
+    await it.next();
+    expect(live()).toBe(1);
+    await it.return?.(undefined);
+    expect(live()).toBe(0);
+  });
+
   it('a throw inside the loop', async () => {
     const m = tinyModel({ seed: 3 });
     await expect((async () => {
@@ -273,6 +284,7 @@ describe('bad input: typed errors, nothing started', () => {
     expect(() => generate(m, [{ role: 'user' }] as never, {})).toThrow(InvalidArgumentError);
     expect(() => generate(null as never, [1])).toThrow(InvalidArgumentError);
     expect(() => generate({ ...m, nativeHandle: {} }, [1])).toThrow(InvalidArgumentError);
+    expect(() => generate({ ...m, vocabSize: VOCAB + 1 }, [1])).toThrow(InvalidArgumentError);
     expect(live()).toBe(0);
   });
 });

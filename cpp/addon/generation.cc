@@ -270,6 +270,15 @@ Napi::Value create_table_model(const Napi::CallbackInfo& info) {
   });
 }
 
+// modelVocabSize(handle): the vocabulary of the model a handle carries (a cheap validity check).
+Napi::Value model_vocab_size(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, [&]() -> Napi::Value {
+    std::shared_ptr<Model> m = unwrap_model(info.Length() > 0 ? info[0] : env.Undefined());
+    return Napi::Number::New(env, static_cast<double>(m->config().vocab_size));
+  });
+}
+
 Napi::Value generation_stats(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("liveSequences", Napi::Number::New(info.Env(), static_cast<double>(Sequence::live())));
@@ -281,6 +290,7 @@ void init(Napi::Env env, Napi::Object exports) {
   exports.Set("GenerationSequence", SequenceWrap::define(env));
   exports.Set("createTableModel", Napi::Function::New(env, create_table_model));
   exports.Set("generationStats", Napi::Function::New(env, generation_stats));
+  exports.Set("modelVocabSize", Napi::Function::New(env, model_vocab_size));
 }
 
 static Registrar reg(init);

@@ -17,7 +17,7 @@ void attention_block(const Tensor& x, const AttentionWeights& w, const Attention
   Tensor v3 = v.reshape({t, p.kv_heads, p.head_dim});
   if (w.q_norm.defined()) ops::rms_norm(q3, w.q_norm, p.norm_eps, p.norm_add_one, q3);
   if (w.k_norm.defined()) ops::rms_norm(k3, w.k_norm, p.norm_eps, p.norm_add_one, k3);
-  const RopeArgs rope = p.rope->args(step.pos.back() + int64_t{1});
+  const RopeArgs& rope = p.local_rope ? step.rope_local : step.rope_full;
   ops::rope(q3, step.pos_dev, rope);
   ops::rope(k3, step.pos_dev, rope);
   const KVView kv = cache.update(k3, v3, step.pos.data(), t);

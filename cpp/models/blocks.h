@@ -19,6 +19,7 @@ struct StepInputs {
   Tensor pos_dev;                // i32 [t] on the model's device
   DType act = DType::F32;        // activation dtype
   Device device = Device::kCPU;
+  RopeArgs rope_full, rope_local; // frequencies for this call (dynamic NTK depends on its length)
 };
 
 struct AttentionWeights {
@@ -31,7 +32,7 @@ struct AttentionParams {
   float norm_eps = 1e-6f;
   bool norm_add_one = false;   // Gemma's (1 + w) RMSNorm for q/k norms
   AttentionArgs args;          // scale, soft-cap, window
-  const RopeTable* rope = nullptr;
+  bool local_rope = false;     // sliding layers with their own rope (Gemma 3)
 };
 
 // out [t, hidden] = attention over x [t, hidden] (normalised input), appending k/v to `cache`.

@@ -146,7 +146,7 @@ class Decoder final : public Model {
       p.args.softcap = spec_.attn_softcap;
       p.args.window = sliding ? cfg_.sliding_window : 0;
       p.args.causal = true;
-      p.rope = sliding && rope_local_ ? rope_local_.get() : rope_global_.get();
+      p.local_rope = sliding && rope_local_ != nullptr;
       attn_params_.push_back(p);
       if (sliding) spec_.caps.sliding_window = true;
     }
@@ -190,6 +190,8 @@ class Decoder final : public Model {
     Tensor host = Tensor::empty({t}, DType::I32, Device::kCPU);
     std::copy(s.pos.begin(), s.pos.end(), host.ptr<int32_t>());
     s.pos_dev = device_ == Device::kCPU ? host : host.to(device_);
+    s.rope_full = rope_global_->args(start + t);
+    if (rope_local_) s.rope_local = rope_local_->args(start + t);
     return s;
   }
 

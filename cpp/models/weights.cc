@@ -2,6 +2,7 @@
 #include "models/weights.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace mlxb {
@@ -38,18 +39,19 @@ int64_t Linear::bytes() const {
   return b + (w.defined() ? w.nbytes() : 0);
 }
 
-namespace {
-// MLX affine-quantized layers (config `quantization`): weight (packed uint32), scales, biases.
-// Filled in by the quantization work; until then such checkpoints are rejected up front.
-Linear load_quantized_linear(WeightLoader& wl, const std::string& prefix, int64_t, int64_t, bool) {
-  (void)wl;
-  fail(ErrorCode::kUnsupported, "quantized layer '" + prefix + "': MLX quantized checkpoints are not supported yet",
-       prefix + ".weight");
-}
-}  // namespace
 
 Linear load_linear(WeightLoader& wl, const std::string& prefix, int64_t out, int64_t in, bool bias) {
-  if (wl.config().quantization && wl.has(prefix + ".scales")) return load_quantized_linear(wl, prefix, out, in, bias);
+  if (wl.config().quantization) {
+    // As mlx-lm: a module is quantized when its spec (global or per-module override) says so and
+    // the file holds its scales (or a packed uint32 weight, so a missing scales tensor is reported).
+    const std::optional<QuantSpec> spec = quant_spec_for(wl.config(), prefix);
+    const bool packed = wl.has(prefix + ".weight") && wl.store().info(prefix + ".weight").dtype == DType::U32;
+    const bool has_q = wl.has(prefix + ".scales") || wl.has(prefix + ".biases") || packed;
+    if (spec && has_q) return load_quantized_linear(wl, prefix, *spec, out, in, bias);
+    if (!spec && has_q)
+      fail(ErrorCode::kInvalidFile, prefix + ": config.json keeps this module unquantized but the checkpoint holds quantized tensors",
+           wl.has(prefix + ".scales") ? prefix + ".scales" : prefix + ".weight");
+  }
   Linear l;
   l.out = out;
   l.in = in;

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "io/config.h"
@@ -52,6 +53,13 @@ struct Linear {
   bool quantized() const { return q.packed.defined(); }
   int64_t bytes() const;
 };
+
+// The MLX quantization of module `prefix` (per-module override, else the global setting);
+// nullopt when the checkpoint is not quantized or the override keeps the module in float.
+std::optional<QuantSpec> quant_spec_for(const ModelConfig& cfg, const std::string& prefix);
+// An MLX affine-quantized layer (weights_quant.cc): packed weight, scales and biases checked
+// against `spec` and [out, in]; typed kInvalidFile naming the offending tensor.
+Linear load_quantized_linear(WeightLoader& wl, const std::string& prefix, const QuantSpec& spec, int64_t out, int64_t in, bool bias);
 
 // `prefix` names the layer without ".weight" (e.g. "model.layers.0.self_attn.q_proj").
 Linear load_linear(WeightLoader& wl, const std::string& prefix, int64_t out, int64_t in, bool bias);

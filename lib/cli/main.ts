@@ -14,6 +14,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   bench: { summary: 'prefill and decode tokens/s', load: () => import('./commands/bench.js') },
   info: { summary: 'what a checkpoint is: family, parameters, dtype, size', load: () => import('./commands/info.js') },
   quantize: { summary: 'write an MLX affine-quantized checkpoint', load: () => import('./commands/quantize.js') },
+  serve: { summary: 'OpenAI-compatible HTTP server with continuous batching', load: () => import('./commands/serve.js') },
 };
 
 function help(): string {

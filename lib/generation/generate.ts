@@ -189,11 +189,19 @@ export function prepareGeneration(target: GenerationTarget, input: GenerationInp
  */
 export function generate(target: GenerationTarget, input: GenerationInput, options?: GenerateOptions): Generation {
   const p = prepareGeneration(target, input, options);
-  const seq: NativeGenerationSequence = new (native().GenerationSequence)(target.nativeHandle, p.options.sampling, p.prompt.length + p.maxTokens);
+  const handle = target.nativeHandle;
+  const vocab = native().modelVocabSize(handle);
+  if (vocab !== target.vocabSize) throw new InvalidArgumentError(`model vocabulary (${vocab}) differs from vocabSize ${target.vocabSize}`, 'model');
+  // Native state exists only while the stream is consumed: created by the first next(), disposed
+  // when the loop ends for any reason (an unconsumed Generation holds nothing).
+  let seq: NativeGenerationSequence | undefined;
   return runGeneration(target, p, {
-    first: () => seq.prefill(Int32Array.from(p.prompt)),
-    next: (token) => seq.step(token),
-    dispose: () => seq.dispose(),
+    first: () => {
+      seq = new (native().GenerationSequence)(handle, p.options.sampling, p.prompt.length + p.maxTokens);
+      return seq.prefill(Int32Array.from(p.prompt));
+    },
+    next: (token) => seq!.step(token),
+    dispose: () => seq?.dispose(),
   });
 }
 

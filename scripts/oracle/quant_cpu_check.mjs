@@ -2,7 +2,7 @@
 // Quantized CPU kernels on whatever CPU this runs on (the GPU machine's host has AVX-512, this
 // development VM does not): qmatmul for every bits x group size x row count against float64
 // matmul on the addon's bit-exact dequantization. Float paths must agree to 2e-6 of the
-// magnitude; the integer 4/8-bit path (int8 activations) to 1e-2. Plain node, no test runner.
+// magnitude; the integer 4/8-bit path (int16 activations) to 1e-4. Plain node, no test runner.
 // Usage: node scripts/oracle/quant_cpu_check.mjs path/to/mlxb.node
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -23,7 +23,7 @@ for (const bits of [2, 3, 4, 5, 6, 8]) {
     const q = await b.quantizeAffine({ data: w, dtype: 'float32', rows: N, cols: K }, bits, groupSize, scaleDtype);
     const weight = { ...q, scaleDtype, rows: N, cols: K, bits, groupSize };
     const wd = b.dequantizeAffine(weight);
-    const tol = process.env.MLXB_CPU !== 'scalar' && (bits === 4 || bits === 8) ? 1e-2 : 2e-6;
+    const tol = process.env.MLXB_CPU !== 'scalar' && (bits === 4 || bits === 8) ? 1e-4 : 2e-6;
     for (const M of [1, 2, 3, 4, 7, 8, 9, 17]) {
       const x = Float32Array.from({ length: M * K }, () => rnd() * 2);
       const y = b.qmatmulAffine({ x, m: M, weight });

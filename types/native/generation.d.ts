@@ -66,4 +66,6 @@ export interface NativeGeneration {
   /** A bigram model: logits of the next token = row `previous token` of `table` [vocab, vocab]. For tests. */
   createTableModel(table: Float32Array, vocab: number, delayMs?: number): NativeModelHandle;
   generationStats(): NativeGenerationStats;
+  /** Vocabulary size of the model a handle carries; InvalidArgumentError when it carries none (or it was disposed). */
+  modelVocabSize(model: object): number;
 }

@@ -27,9 +27,10 @@ void to_nibble_order(const float* x, int64_t K, float* out) {
 
 bool int_kernel_for(int bits) { return bits == 4 || bits == 8; }
 
-void quantize_acts(const float* x, int64_t M, int64_t K, int group_size, int bits, int64_t span, int8_t* q8, int16_t* q16,
-                   float* d, float* dvec, float* gsum) {
-  const int64_t blocks = K / 32, groups = K / group_size;
+int64_t int_block(int bits, int group_size) { return bits == 4 && group_size >= 64 ? 64 : 32; }
+
+void quantize_acts(const float* x, int64_t M, int64_t K, int group_size, int bits, int16_t* q16, float* d, float* gsum) {
+  const int64_t block = int_block(bits, group_size), blocks = K / block, groups = K / group_size;
   for (int64_t m = 0; m < M; ++m) {
     const float* xm = x + m * K;
     for (int64_t g = 0; g < groups; ++g) {
@@ -38,29 +39,16 @@ void quantize_acts(const float* x, int64_t M, int64_t K, int group_size, int bit
       gsum[m * groups + g] = s;
     }
     for (int64_t b = 0; b < blocks; ++b) {
-      const float* xb = xm + b * 32;
+      const float* xb = xm + b * block;
       float amax = 0.0f;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
-      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-      d[m * blocks + b] = amax / 127.0f;
-      int8_t v[32];
-      for (int j = 0; j < 32; ++j) {
-        float r = std::nearbyint(xb[j] * id);
-        v[j] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
-      }
-      if (bits == 4) {
-        // Element e of the span goes to (e even ? e / 2 : span / 2 + e / 2).
-        const int64_t s0 = (b * 32) / span * span, off = b * 32 - s0;
-        int8_t* o = q8 + m * K + s0;
-        for (int j = 0; j < 32; ++j) {
-          const int64_t e = off + j;
-          o[(e & 1) ? span / 2 + e / 2 : e / 2] = v[j];
-        }
-        if (span == 64)
-          for (int j = 0; j < 4; ++j) dvec[(m * blocks + b) / 2 * 8 + (b & 1) * 4 + j] = d[m * blocks + b];
-      } else {
-        int16_t* o = q16 + m * K + b * 32;
-        for (int j = 0; j < 32; ++j) o[j] = v[j];
+      for (int64_t j = 0; j < block; ++j) amax = std::max(amax, std::fabs(xb[j]));
+      const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+      d[m * blocks + b] = amax / 32767.0f;
+      int16_t* o = q16 + m * K + b * block;
+      for (int64_t j = 0; j < block; ++j) {
+        const float r = std::min(32767.0f, std::max(-32767.0f, std::nearbyint(xb[j] * id)));
+        const int64_t at = bits == 4 ? ((j & 1) ? block / 2 + j / 2 : j / 2) : j;
+        o[at] = static_cast<int16_t>(r);
       }
     }
   }
@@ -119,18 +107,14 @@ void CpuBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bi
   a.K = K;
   const int64_t grain = 16;
   if (use_int) {
-    // Per call scratch: int8 or int16 activations, block scales and group sums of x.
-    const int64_t span = w.group_size >= 64 ? 64 : 32;
-    std::vector<int8_t> q8(w.bits == 4 ? static_cast<size_t>(M * K) : 0);
-    std::vector<int16_t> q16(w.bits == 8 ? static_cast<size_t>(M * K) : 0);
-    std::vector<float> d(static_cast<size_t>(M * K / 32)), gsum(static_cast<size_t>(M * (K / w.group_size)));
-    std::vector<float> dvec(w.bits == 4 && span == 64 ? static_cast<size_t>(M * K / 8) : 0);
-    qmm::quantize_acts(x.ptr<float>(), M, K, w.group_size, w.bits, span, q8.data(), q16.data(), d.data(), dvec.data(), gsum.data());
+    // Per call scratch: int16 activations, block scales and group sums of x.
+    const int64_t block = qmm::int_block(w.bits, w.group_size);
+    std::vector<int16_t> q16(static_cast<size_t>(M * K));
+    std::vector<float> d(static_cast<size_t>(M * K / block)), gsum(static_cast<size_t>(M * (K / w.group_size)));
+    qmm::quantize_acts(x.ptr<float>(), M, K, w.group_size, w.bits, q16.data(), d.data(), gsum.data());
     qmm::IntActs acts;
-    acts.q8 = q8.data();
-    acts.span = span;
-    acts.dvec = dvec.data();
     acts.q16 = q16.data();
+    acts.block = block;
     acts.d = d.data();
     acts.gsum = gsum.data();
     a.x = x.ptr<float>();
