@@ -8,6 +8,7 @@
 //
 // Timing: t1 = greedyTokens(prompt, 1) is the prefill (plus one argmax);
 //         t2 = greedyTokens(prompt, gen + 1) adds `gen` decode steps, so decode = gen / (t2 - t1).
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 
 import { loadModel } from '@mlx-bun/inference/models';
@@ -75,16 +76,25 @@ console.log(`model ${values.model}: ${c.modelType} hidden ${c.hiddenSize} x ${c.
 await greedyTokens(model, ids.slice(0, 16), 2); // warm-up: thread pool, page faults
 const prefill = [];
 const decode = [];
+const shares = [];
+// Share of the machine's cores this process got while timed (CPU time / wall time / cores): on a
+// busy machine the figures above scale roughly with it.
+const cores = availableParallelism();
 for (let r = 0; r < runs; r++) {
+  const c0 = process.cpuUsage();
   let t = performance.now();
   await greedyTokens(model, ids, 1);
   const t1 = (performance.now() - t) / 1000;
   t = performance.now();
   await greedyTokens(model, ids, gen + 1);
   const t2 = (performance.now() - t) / 1000;
+  const c = process.cpuUsage(c0);
+  const share = (c.user + c.system) / 1e6 / (t1 + t2) / cores;
   prefill.push(promptLen / t1);
   decode.push(gen / Math.max(1e-9, t2 - t1));
-  console.log(`  run ${r + 1}: prefill ${(promptLen / t1).toFixed(1)} tok/s, decode ${(gen / (t2 - t1)).toFixed(2)} tok/s`);
+  shares.push(share);
+  console.log(`  run ${r + 1}: prefill ${(promptLen / t1).toFixed(1)} tok/s, decode ${(gen / (t2 - t1)).toFixed(2)} tok/s, ` +
+    `CPU share ${(100 * share).toFixed(0)}% of ${cores} cores`);
 }
 const p = median(prefill);
 const d = median(decode);
@@ -93,4 +103,5 @@ console.log(`prefill ${promptLen}: ${p.toFixed(1)} tok/s (median of ${runs})` + 
 console.log(`decode ${gen}: ${d.toFixed(2)} tok/s (median of ${runs}), ${(100 * d / bound).toFixed(0)}% of the bound ${bound.toFixed(1)} tok/s ` +
   `(${(bytesPerToken / 1e9).toFixed(2)} GB/token at ${(bandwidth / 1e9).toFixed(0)} GB/s)` +
   (anchor ? `, ${(d / anchor.decode).toFixed(2)} x llama.cpp ${anchor.label} (${anchor.decode})` : ''));
+console.log(`CPU share while timed: ${(100 * median(shares)).toFixed(0)}% of ${cores} cores (median; below ~90% the machine was busy)`);
 model.dispose();
