@@ -15,68 +15,93 @@ constexpr int kMaxDim = 256;            // head_dim limit of the split kernel
 constexpr int kPerLane = kMaxDim / 32;  // head elements per lane
 constexpr int kSplitWarps = 4;
 
-template <typename TQ, typename TKV>
+// Block = (query row t, key/value head g, key split); its warps take the group's query heads in
+// turn. Per 32 keys a warp scores one key per lane (the query row broadcast from shared memory),
+// updates the running max/sum with two warp reductions, then accumulates P·V with lanes over the
+// head dimension. Loads of the 32 keys are independent, so they overlap.
+template <int kD, bool kVec, typename TQ, typename TKV>
 static __global__ void __launch_bounds__(kSplitWarps * 32)
     split_kernel(const TQ* __restrict__ q, const TKV* __restrict__ k, const TKV* __restrict__ v, const int32_t* __restrict__ q_pos,
                  const int32_t* __restrict__ k_pos, AttnShape sh, float scale, float softcap, bool causal, int window,
                  int64_t keys_per_split, float* __restrict__ part, TQ* __restrict__ out) {
-  int lane = threadIdx.x & 31;
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kSplitWarps + (threadIdx.x >> 5);  // t * hq + h
-  if (row >= sh.t * sh.hq) return;
-  int64_t t = row / sh.hq, h = row % sh.hq;
-  int64_t g = h / (sh.hq / sh.hkv);
+  __shared__ float qs[kSplitWarps][kMaxDim];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int64_t t = blockIdx.x / sh.hkv, g = blockIdx.x % sh.hkv;
+  int64_t group = sh.hq / sh.hkv;
   int split = blockIdx.y, splits = gridDim.y;
   int64_t j0 = split * keys_per_split, j1 = min(sh.s, j0 + keys_per_split);
-  const TQ* qr = q + row * sh.d;
   const TKV* kh = k + g * sh.kv_stride;
   const TKV* vh = v + g * sh.kv_stride;
-  float qv[kPerLane], o[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    int d = lane + 32 * i;
-    qv[i] = d < sh.d ? to_f32(qr[d]) : 0.0f;
-    o[i] = 0.0f;
-  }
   int qp = q_pos[t];
-  float m = -INFINITY, l = 0.0f;
-  for (int64_t j = j0; j < j1; ++j) {
-    if (!key_visible(k_pos[j], qp, causal, window)) continue;
-    const TKV* kr = kh + j * sh.d;
-    float dot = 0.0f;
+  // kD > 0: head_dim known at compile time, so the per-key loops unroll and their loads overlap.
+  const int64_t dim = kD > 0 ? kD : sh.d;
+  for (int64_t hi = warp; hi < group; hi += kSplitWarps) {
+    int64_t h = g * group + hi;
+    int64_t row = t * sh.hq + h;
+    const TQ* qr = q + row * dim;
+    for (int64_t d = lane; d < dim; d += 32) qs[warp][d] = to_f32(qr[d]);
+    __syncwarp();
+    float o[kPerLane];
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      int d = lane + 32 * i;
-      if (d < sh.d) dot = fmaf(qv[i], to_f32(kr[d]), dot);
+    for (int i = 0; i < kPerLane; ++i) o[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t jb = j0; jb < j1; jb += 32) {
+      int64_t j = jb + lane;
+      float s = -INFINITY;
+      if (j < j1 && key_visible(k_pos[j], qp, causal, window)) {
+        const TKV* kr = kh + j * dim;
+        float dot = 0.0f;
+        if constexpr (kVec) {
+#pragma unroll
+          for (int64_t d = 0; d < dim; d += 8) {
+            float kv8[8];
+            load8(kr + d, kv8);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) dot = fmaf(qs[warp][d + e], kv8[e], dot);
+          }
+        } else {
+          for (int64_t d = 0; d < dim; ++d) dot = fmaf(qs[warp][d], to_f32(kr[d]), dot);
+        }
+        s = score_transform(dot, scale, softcap);
+      }
+      float m_new = fmaxf(m, warp_max(s));
+      if (m_new == -INFINITY) continue;  // nothing visible yet (uniform across the warp)
+      float corr = expf(m - m_new);
+      float p = expf(s - m_new);
+      l = l * corr + warp_sum(p);
+      m = m_new;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) o[i] *= corr;
+      int n = j1 - jb < 32 ? static_cast<int>(j1 - jb) : 32;
+#pragma unroll 8
+      for (int jj = 0; jj < n; ++jj) {
+        float pj = __shfl_sync(0xffffffffu, p, jj);
+        const TKV* vr = vh + (jb + jj) * dim;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+          int d = lane + 32 * i;
+          if (d < dim) o[i] = fmaf(pj, to_f32(vr[d]), o[i]);
+        }
+      }
     }
-    float s = score_transform(warp_sum(dot), scale, softcap);
-    float m_new = fmaxf(m, s);
-    float corr = expf(m - m_new);  // 0 when m was -inf
-    float p = expf(s - m_new);
-    l = l * corr + p;
-    const TKV* vr = vh + j * sh.d;
+    if (splits == 1) {
+      float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      TQ* orow = out + row * sh.d;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      int d = lane + 32 * i;
-      if (d < sh.d) o[i] = fmaf(p, to_f32(vr[d]), o[i] * corr);
+      for (int i = 0; i < kPerLane; ++i) {
+        int d = lane + 32 * i;
+        if (d < sh.d) orow[d] = from_f32<TQ>(o[i] * inv);
+      }
+    } else {
+      float* pr = part + (row * splits + split) * (sh.d + 2);
+      if (lane == 0) { pr[0] = m; pr[1] = l; }
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        int d = lane + 32 * i;
+        if (d < sh.d) pr[2 + d] = o[i];
+      }
     }
-    m = m_new;
-  }
-  if (splits == 1) {
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    TQ* orow = out + row * sh.d;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      int d = lane + 32 * i;
-      if (d < sh.d) orow[d] = from_f32<TQ>(o[i] * inv);
-    }
-    return;
-  }
-  float* pr = part + (row * splits + split) * (sh.d + 2);
-  if (lane == 0) { pr[0] = m; pr[1] = l; }
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    int d = lane + 32 * i;
-    if (d < sh.d) pr[2 + d] = o[i];
+    __syncwarp();
   }
 }
 
@@ -107,24 +132,30 @@ template <typename TQ, typename TKV>
 static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
                             const AttentionArgs& args, const AttnShape& sh, Tensor& out) {
   int64_t rows = sh.t * sh.hq;
-  int64_t blocks = ceil_div(rows, kSplitWarps);
-  // Enough blocks to fill the GPU a few times over; each split keeps at least 32 keys.
-  int64_t want = std::max<int64_t>(1, static_cast<int64_t>(sm_count()) * 8 / std::max<int64_t>(blocks, 1));
-  int64_t splits = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, sh.s / 32));
+  int64_t blocks = sh.t * sh.hkv;
+  if (blocks > INT32_MAX) fail(ErrorCode::kUnsupported, "cuda attention: too many query rows");
+  // Enough blocks to fill the GPU twice; each split keeps a multiple of 32 keys.
+  int64_t want = ceil_div(static_cast<int64_t>(sm_count()) * 2, blocks);
+  int64_t splits = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, ceil_div(sh.s, 32)));
   splits = std::min<int64_t>(splits, 65535);
-  int64_t per = ceil_div(std::max<int64_t>(sh.s, 1), splits);
+  int64_t per = ceil_div(ceil_div(std::max<int64_t>(sh.s, 1), splits), 32) * 32;
   splits = ceil_div(std::max<int64_t>(sh.s, 1), per);
   dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(splits));
   int window = static_cast<int>(std::min<int64_t>(args.window, INT32_MAX));
+  bool vec = sh.d % 8 == 0 && sh.kv_stride % 8 == 0 && reinterpret_cast<uintptr_t>(k.data()) % 16 == 0;
+  auto kernel = !vec ? split_kernel<0, false, TQ, TKV>
+                : sh.d == 64 ? split_kernel<64, true, TQ, TKV>
+                : sh.d == 128 ? split_kernel<128, true, TQ, TKV>
+                : sh.d == 256 ? split_kernel<256, true, TQ, TKV> : split_kernel<0, true, TQ, TKV>;
   if (splits == 1) {
-    split_kernel<TQ, TKV><<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
+    kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
                                                                    k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal,
                                                                    window, per, nullptr, out.ptr<TQ>());
     MLXB_CUDA_LAUNCHED("attention (split)");
     return;
   }
   Scratch part(rows * splits * (sh.d + 2) * static_cast<int64_t>(sizeof(float)), "the attention split workspace");
-  split_kernel<TQ, TKV><<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
+  kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
                                                                  k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal,
                                                                  window, per, part.as<float>(), out.ptr<TQ>());
   MLXB_CUDA_LAUNCHED("attention (split)");

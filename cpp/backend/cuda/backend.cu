@@ -1,6 +1,7 @@
 // CudaBackend: device discovery, the stream, copies, argument checks shared by the op files.
 // Discovery never aborts: without a driver or a GPU cudaGetDeviceCount returns an error code,
 // which makes cuda_backend_available() false and cuda_backend() throw kUnsupported.
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -85,12 +86,57 @@ void check_contiguous(const Tensor& t, const char* op, const char* name) {
 
 CudaBackend::CudaBackend() = default;
 
+namespace {
+// Small host-to-device copies (token ids, positions, cache slots: a few per layer and step) go
+// through pinned staging slots so that they are truly asynchronous: the host copies into a
+// slot, queues the DMA and returns without waiting for the stream. A slot is reused only after
+// the event recorded behind its last copy has completed.
+constexpr int kStageSlots = 64;
+constexpr int64_t kStageBytes = 64 * 1024;
+
+struct Staging {
+  std::mutex mu;
+  bool ready = false;
+  char* host = nullptr;
+  cudaEvent_t events[kStageSlots] = {};
+  int next = 0;
+};
+
+Staging& staging() {
+  static Staging* s = new Staging();
+  return *s;
+}
+
+bool staged_upload(void* dst, const void* src, int64_t bytes) {
+  if (bytes > kStageBytes) return false;
+  Staging& s = staging();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.ready) {
+    if (cudaMallocHost(reinterpret_cast<void**>(&s.host), kStageBytes * kStageSlots) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    for (auto& e : s.events) MLXB_CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    s.ready = true;
+  }
+  int slot = s.next;
+  s.next = (s.next + 1) % kStageSlots;
+  MLXB_CUDA_OK(cudaEventSynchronize(s.events[slot]));
+  char* buf = s.host + static_cast<int64_t>(slot) * kStageBytes;
+  std::memcpy(buf, src, static_cast<size_t>(bytes));
+  MLXB_CUDA_OK(cudaMemcpyAsync(dst, buf, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream()));
+  MLXB_CUDA_OK(cudaEventRecord(s.events[slot], stream()));
+  return true;
+}
+}  // namespace
+
 void CudaBackend::copy(void* dst, Device dst_dev, const void* src, Device src_dev, int64_t bytes) {
   if (bytes <= 0) return;
   cudaMemcpyKind kind = dst_dev == Device::kCUDA ? (src_dev == Device::kCUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                                  : (src_dev == Device::kCUDA ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  if (kind == cudaMemcpyHostToDevice && staged_upload(dst, src, bytes)) return;
   MLXB_CUDA_OK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), kind, stream()));
-  // Host memory must be complete (D2H) or reusable (H2D from pageable memory) when we return.
+  // Host memory must be complete (D2H) or reusable (large H2D from pageable memory) on return.
   if (kind != cudaMemcpyDeviceToDevice) MLXB_CUDA_OK(cudaStreamSynchronize(stream()));
 }
 

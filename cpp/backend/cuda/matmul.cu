@@ -2,6 +2,7 @@
 // - M <= 8 (decode): a bandwidth-bound GEMV, one warp per weight row, 16-byte loads of the
 //   weight, every x row applied to each loaded weight vector (gemv_kernel).
 // - larger M with x, w, y of one dtype: cuBLASLt (dlopened; pure float32 compute for f32).
+// y always has x's dtype (the activation dtype); w may differ.
 // - anything else (mixed dtypes, no cuBLASLt): a tiled SIMT kernel in float32 (gemm_kernel).
 #include "backend/cuda/backend.h"
 #include "backend/cuda/common.cuh"
@@ -9,24 +10,6 @@
 #include "backend/cuda/reduce.cuh"
 
 namespace mlxb::cuda {
-
-// 8 consecutive elements as floats from a 16-byte aligned address (two loads for f32).
-__device__ __forceinline__ void load8(const float* p, float* v) {
-  float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-}
-__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* v) {
-  uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) { float2 f = __bfloat1622float2(h[i]); v[2 * i] = f.x; v[2 * i + 1] = f.y; }
-}
-__device__ __forceinline__ void load8(const __half* p, float* v) {
-  uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
-  const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) { float2 f = __half22float2(h[i]); v[2 * i] = f.x; v[2 * i + 1] = f.y; }
-}
 
 constexpr int kGemvWarps = 4;
 constexpr int kGemvUnroll = 4;
@@ -176,6 +159,8 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
   int64_t m = x.numel() / (k == 0 ? 1 : k);
   if (k == 0) m = y.numel() / (n == 0 ? 1 : n);
   if (y.numel() != m * n || y.dim(-1) != n) fail(ErrorCode::kInvalidArgument, "cuda matmul: y must be [M, N]: " + y.describe());
+  if (y.dtype() != x.dtype())
+    fail(ErrorCode::kUnsupported, "cuda matmul: y must have x's dtype (" + x.describe() + " -> " + y.describe() + ")");
   if (bias) {
     check_device(*bias, "matmul", "bias"); check_contiguous(*bias, "matmul", "bias");
     if (bias->dtype() != w.dtype() || bias->numel() != n)
@@ -183,8 +168,7 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
   }
   if (m == 0 || n == 0) return;
   if (m <= kGemvMaxRows) {
-    MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, MLXB_FLOAT_SWITCH(y.dtype(), TY,
-        gemv<TX, TW, TY>(x, w, bias, y, m, n, k))));
+    MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, gemv<TX, TW, TX>(x, w, bias, y, m, n, k)));
     MLXB_CUDA_LAUNCHED("matmul (gemv)");
     return;
   }
@@ -199,9 +183,9 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
   }
   if (ceil_div(m, kTile) > 65535) fail(ErrorCode::kUnsupported, "cuda matmul: too many rows for the fallback kernel");
   dim3 grid(static_cast<unsigned>(ceil_div(n, kTile)), static_cast<unsigned>(ceil_div(m, kTile)));
-  MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, MLXB_FLOAT_SWITCH(y.dtype(), TY,
-      gemm_kernel<TX, TW, TY><<<grid, 256, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), bias ? bias->ptr<TW>() : nullptr, y.ptr<TY>(), m,
-                                                          n, k))));
+  MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW,
+      gemm_kernel<TX, TW, TX><<<grid, 256, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), bias ? bias->ptr<TW>() : nullptr, y.ptr<TX>(), m,
+                                                          n, k)));
   MLXB_CUDA_LAUNCHED("matmul (gemm)");
 }
 
