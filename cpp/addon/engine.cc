@@ -50,6 +50,7 @@ struct Shared {
   bool tsfn_alive = false;  // false once released (last batch) or finalized
   int64_t in_flight = 0;    // requests submitted and not yet finished
   bool referenced = false;
+  bool closing = false;     // close() was called: stay referenced until the last batch
 };
 
 // Keeps the TSFN (and so the event loop) referenced exactly while requests are in flight.
@@ -57,7 +58,7 @@ void track(Shared& sh, Napi::Env env, int64_t delta) {
   std::lock_guard<std::mutex> lock(sh.mu);
   sh.in_flight += delta;
   if (!sh.tsfn_alive) return;
-  const bool want = sh.in_flight > 0;
+  const bool want = sh.in_flight > 0 || sh.closing;
   if (want && !sh.referenced) sh.tsfn.Ref(env);
   if (!want && sh.referenced) sh.tsfn.Unref(env);
   sh.referenced = want;
@@ -170,7 +171,12 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
     if (finished > 0) track(*b->shared, env, -finished);
     Napi::Array arr = Napi::Array::New(env, b->events.size());
     for (size_t i = 0; i < b->events.size(); ++i) arr.Set(static_cast<uint32_t>(i), event_to_js(env, b->events[i]));
-    cb.Call({arr, Napi::Boolean::New(env, b->last)});
+    try {
+      cb.Call({arr, Napi::Boolean::New(env, b->last)});
+    } catch (const Napi::Error&) {
+      // lib/execution's handler never throws; this is the environment shutting down. Dropping
+      // the batch is all that is left to do (the process must not terminate on it).
+    }
   }
 
   // submit(id, prompt, maxTokens, stopTokens, sampling, adapter)
@@ -247,6 +253,13 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
     Napi::Env env = info.Env();
     return guarded(env, [&]() -> Napi::Value {
       const bool abort = info.Length() > 0 && info[0].ToBoolean().Value();
+      {
+        // Keep the event loop alive until the engine thread's last batch arrives (close() resolves then).
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        shared_->closing = true;
+        if (shared_->tsfn_alive && !shared_->referenced) shared_->tsfn.Ref(env);
+        shared_->referenced = true;
+      }
       if (engine_) engine_->close(abort);
       return env.Undefined();
     });

@@ -128,12 +128,17 @@ export class InferenceEngine implements AsyncDisposable {
     this.#target = target;
     let resolveClosed!: () => void;
     this.#closed = new Promise<void>((res) => { resolveClosed = res; });
+    // Called from the native thread's TSFN once per step; must never throw.
     this.#native = new b.InferenceEngine(target.nativeHandle, o, (events, last) => {
       for (const e of events) {
         const row = this.#rows.get(e.id);
         if (!row) continue;
-        row.push(e);
         if (e.finish) this.#rows.delete(e.id);
+        try {
+          row.push(e);
+        } catch {
+          // a consumer's continuation failing is that consumer's business, not the engine's
+        }
       }
       if (last) resolveClosed();
     });
