@@ -162,15 +162,22 @@ describe('server under pressure', () => {
     const eng = createInferenceEngine(slow, { maxRows: 1, maxQueue: 1, maxContext: 256 });
     const srv = await createServer({ engine: eng, model: slow, modelId: 'slow', port: 0, heartbeatMs: 10, stallMs: 1 });
     const c = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused-key', maxRetries: 0 });
-    // A raw SSE read shows the heartbeat comments between data lines.
+    // A raw SSE read shows the heartbeat comments between data lines. It holds the only row
+    // for about a second (30 tokens of 30 ms).
     const raw = fetch(`${srv.url}/v1/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'slow', prompt: 'a', max_tokens: 8, stream: true }),
+      body: JSON.stringify({ model: 'slow', prompt: 'a', max_tokens: 30, stream: true }),
     }).then((r) => r.text());
+    for (let i = 0; i < 400 && eng.stats().rows === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(eng.stats().rows).toBe(1);
     const reqs = Array.from({ length: 6 }, () => c.completions.create({ model: 'slow', prompt: 'b', max_tokens: 3 }).then(() => 200, (e: APIError) => e.status));
-    await new Promise((r) => setTimeout(r, 40));
-    const h = await fetch(`${srv.url}/health`);  // work queued and every step takes 30 ms > stallMs
-    expect(h.status).toBe(503);
+    // Work is queued and every step takes 30 ms > stallMs: /health must fail.
+    let health = 200;
+    for (let i = 0; i < 100 && health === 200; i++) {
+      health = (await fetch(`${srv.url}/health`)).status;
+      if (health === 200) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(health).toBe(503);
     const statuses = await Promise.all(reqs);
     expect(statuses).toContain(429);
     expect(statuses).toContain(200);
