@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 
+#include "addon/config_js.h"
 #include "addon/util.h"
 #include "io/config.h"
 #include "io/safetensors.h"
@@ -198,5 +199,7 @@ void init(Napi::Env env, Napi::Object exports) {
 Registrar reg(init);
 
 }  // namespace
+
+Napi::Object model_config_to_js(Napi::Env env, const ModelConfig& c) { return config_to_js(env, c); }
 
 }  // namespace mlxb::addon

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "addon/config_js.h"
 #include "addon/model_ref.h"
 #include "addon/util.h"
 #include "models/model.h"
@@ -76,30 +77,10 @@ int32_t argmax(const float* row, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
+// The shared config form plus the two fields model handles have always reported this way.
 Napi::Object config_to_js(Napi::Env env, const Model& m) {
   const ModelConfig& c = m.config();
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("modelType", c.model_type);
-  o.Set("vocabSize", static_cast<double>(c.vocab_size));
-  o.Set("hiddenSize", static_cast<double>(c.hidden_size));
-  o.Set("intermediateSize", static_cast<double>(c.intermediate_size));
-  o.Set("numLayers", static_cast<double>(c.num_layers));
-  o.Set("numHeads", static_cast<double>(c.num_heads));
-  o.Set("numKvHeads", static_cast<double>(c.num_kv_heads));
-  o.Set("headDim", static_cast<double>(c.head_dim));
-  o.Set("maxPositionEmbeddings", static_cast<double>(c.max_position_embeddings));
-  o.Set("slidingWindow", static_cast<double>(c.sliding_window));
-  Napi::Array lt = Napi::Array::New(env, c.layer_types.size());
-  for (size_t i = 0; i < c.layer_types.size(); ++i)
-    lt.Set(static_cast<uint32_t>(i), c.layer_types[i] == LayerKind::kSliding ? "sliding_attention" : "full_attention");
-  o.Set("layerTypes", lt);
-  o.Set("tieWordEmbeddings", c.tie_word_embeddings);
-  o.Set("finalLogitSoftcapping", c.final_logit_softcapping);
-  o.Set("attnLogitSoftcapping", c.attn_logit_softcapping);
-  Napi::Array eos = Napi::Array::New(env, c.eos_token_ids.size());
-  for (size_t i = 0; i < c.eos_token_ids.size(); ++i) eos.Set(static_cast<uint32_t>(i), static_cast<double>(c.eos_token_ids[i]));
-  o.Set("eosTokenIds", eos);
-  o.Set("bosTokenId", c.bos_token_id < 0 ? env.Null() : Napi::Number::New(env, static_cast<double>(c.bos_token_id)));
+  Napi::Object o = model_config_to_js(env, c);
   o.Set("torchDtype", c.torch_dtype);
   o.Set("quantized", c.quantization.has_value());
   return o;
