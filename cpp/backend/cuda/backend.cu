@@ -149,13 +149,6 @@ void CudaBackend::copy(void* dst, Device dst_dev, const void* src, Device src_de
 
 void CudaBackend::synchronize() { MLXB_CUDA_OK(cudaStreamSynchronize(stream())); }
 
-void CudaBackend::qmatmul(const Tensor&, const QuantWeight&, const Tensor*, Tensor&) {
-  fail(ErrorCode::kUnsupported, "cuda: quantized matmul is not implemented on the CUDA backend yet");
-}
-void CudaBackend::qembedding(const QuantWeight&, const Tensor&, float, Tensor&) {
-  fail(ErrorCode::kUnsupported, "cuda: quantized embedding is not implemented on the CUDA backend yet");
-}
-
 }  // namespace cuda
 
 bool cuda_backend_built() { return true; }
