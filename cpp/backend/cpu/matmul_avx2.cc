@@ -149,6 +149,26 @@ void gemv_m(const float* x, const void* w, const float* bias, float* y, int64_t 
 constexpr int kMR = 6, kNR = 16;
 constexpr int64_t kKC = 256;
 
+// In-register transpose of 8 rows of 8 floats: v[i][j] -> v[j][i].
+inline void transpose8(__m256 v[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 // Packs w[n0 .. n0+16, k0 .. k0+kc] as float32 [kc][16]; rows past n are zero.
 template <DType T>
 void pack_panel(const void* w, int64_t n0, int64_t n, int64_t k, int64_t k0, int64_t kc, float* dst) {
@@ -156,6 +176,22 @@ void pack_panel(const void* w, int64_t n0, int64_t n, int64_t k, int64_t k0, int
   const int64_t rows = std::min<int64_t>(kNR, n - n0);
   if (rows < kNR) std::memset(dst, 0, static_cast<size_t>(kc * kNR) * sizeof(float));
   const int64_t kc8 = kc & ~int64_t{7};
+  if (rows == kNR) {
+    // 8 rows x 8 k at a time, transposed in registers: dst rows are k, 16 floats each.
+    for (int64_t r0 = 0; r0 < kNR; r0 += 8) {
+      const char* src[8];
+      for (int i = 0; i < 8; ++i) src[i] = static_cast<const char*>(w) + ((n0 + r0 + i) * k + k0) * es;
+      for (int64_t p = 0; p < kc8; p += 8) {
+        __m256 v[8];
+        for (int i = 0; i < 8; ++i) v[i] = load8<T>(src[i], p);
+        transpose8(v);
+        for (int i = 0; i < 8; ++i) _mm256_store_ps(dst + (p + i) * kNR + r0, v[i]);
+      }
+      for (int64_t p = kc8; p < kc; ++p)
+        for (int i = 0; i < 8; ++i) dst[p * kNR + r0 + i] = load1<T>(src[i], p);
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const char* src = static_cast<const char*>(w) + ((n0 + r) * k + k0) * es;
     int64_t p = 0;
