@@ -18,5 +18,12 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) { backend(out.device()).
 void softcap(Tensor& x, float cap) { backend(x.device()).softcap(x, cap); }
 void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) { backend(cache.device()).kv_write(src, slots, cache); }
 void convert(const Tensor& src, Tensor& dst) { backend(dst.device()).convert(src, dst); }
+void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) {
+  backend(y.device()).add_rms_norm(x, branch, w, eps, add_one, y);
+}
+void argmax(const Tensor& x, Tensor& out) { backend(x.device()).argmax(x, out); }
+void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
+  backend(out.device()).gated_matmul(x, w, bias, act, out);
+}
 
 }  // namespace mlxb::ops

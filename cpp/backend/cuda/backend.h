@@ -31,6 +31,12 @@ class CudaBackend final : public Backend {
   void softcap(Tensor& x, float cap) override;
   void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) override;
   void convert(const Tensor& src, Tensor& dst) override;
+  void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) override;
+  void argmax(const Tensor& x, Tensor& out) override;
+  void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) override;
+  bool begin_capture() override;                        // graph.cu
+  std::unique_ptr<DeviceGraph> end_capture() override;  // graph.cu
+  void abort_capture() override;                        // graph.cu
 };
 
 }  // namespace mlxb::cuda
