@@ -2,6 +2,9 @@
 // - gemv: M <= 4 rows of activations (decode). Threads split the N weight rows; each row of w
 //   is streamed once, converted to float32 in registers and FMA'd against the x rows (kept in
 //   L1), so the speed is the memory bandwidth of reading w.
+//   bf16 weights take a cheaper route: 16 weights are one 32-byte load, and their float32 values
+//   are that register shifted left by 16 bits (even elements) and masked to the high halves (odd
+//   elements), with x reordered once per call to match ([8 even, 8 odd] per 16).
 // - gemm: larger M (prefill). x is packed once into 6-row strips; threads split N into 16-column
 //   panels whose weights are converted to float32 and packed k-major ([256][16]) a chunk at a
 //   time, then a 6x16 register tile of y is accumulated per strip and panel (GotoBLAS-style).
@@ -60,8 +63,81 @@ void gemv_t(const float* x, const void* w, const float* bias, float* y, int64_t 
   });
 }
 
+// bf16 GEMV: xs is x with each 16-element block as [8 even, 8 odd] (k16 = k rounded down to 16;
+// the tail past k16 stays in natural order in x).
+template <int M, int RB>
+void gemv_bf16_rows(const float* x, const float* xs, const uint16_t* w, const float* bias, float* y, int64_t n0, int64_t n,
+                    int64_t k) {
+  const uint16_t* wr[RB];
+  for (int r = 0; r < RB; ++r) wr[r] = w + (n0 + r) * k;
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  // M <= 2: separate even and odd accumulators, so 2 * M * RB independent FMA chains hide the FMA latency.
+  __m256 acc[M][RB], acc_o[M][RB];
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < RB; ++r) acc[m][r] = acc_o[m][r] = _mm256_setzero_ps();
+  const int64_t k16 = k & ~int64_t{15};
+  for (int64_t p = 0; p < k16; p += 16) {
+    __m256 we[RB], wo[RB];
+    for (int r = 0; r < RB; ++r) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[r] + p));
+      we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+      wo[r] = _mm256_castsi256_ps(_mm256_and_si256(v, hi_mask));
+    }
+    for (int m = 0; m < M; ++m) {
+      const __m256 xe = _mm256_loadu_ps(xs + m * k + p), xo = _mm256_loadu_ps(xs + m * k + p + 8);
+      for (int r = 0; r < RB; ++r) {
+        acc[m][r] = _mm256_fmadd_ps(xe, we[r], acc[m][r]);
+        if constexpr (M <= 2) acc_o[m][r] = _mm256_fmadd_ps(xo, wo[r], acc_o[m][r]);
+        else acc[m][r] = _mm256_fmadd_ps(xo, wo[r], acc[m][r]);  // M * RB = 8 chains already; no spare registers
+      }
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < RB; ++r) {
+      float s = hsum(_mm256_add_ps(acc[m][r], acc_o[m][r]));
+      for (int64_t p = k16; p < k; ++p) s += x[m * k + p] * load1<DType::BF16>(wr[r], p);
+      y[m * n + n0 + r] = s + (bias ? bias[n0 + r] : 0.0f);
+    }
+}
+
+template <int M>
+void gemv_bf16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t n, int64_t k) {
+  // x rows with every 16-block split into its even and odd elements (the weights' lane order).
+  float* xs = scratch<float>(static_cast<size_t>(M * k), 0);
+  const int64_t k16 = k & ~int64_t{15};
+  const __m256i even_first = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int m = 0; m < M; ++m)
+    for (int64_t p = 0; p < k16; p += 16) {
+      const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + m * k + p), even_first);      // e0..e3 o0..o3
+      const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + m * k + p + 8), even_first);  // e4..e7 o4..o7
+      _mm256_storeu_ps(xs + m * k + p, _mm256_permute2f128_ps(a, b, 0x20));
+      _mm256_storeu_ps(xs + m * k + p + 8, _mm256_permute2f128_ps(a, b, 0x31));
+    }
+  constexpr int RB = M <= 2 ? 4 : 2;
+  const int64_t blocks = (n + RB - 1) / RB;
+  parallel_for(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * RB;
+      if (r0 + RB <= n) {
+        gemv_bf16_rows<M, RB>(x, xs, w, bias, y, r0, n, k);
+      } else {
+        for (int64_t r = r0; r < n; ++r) gemv_bf16_rows<M, 1>(x, xs, w, bias, y, r, n, k);
+      }
+    }
+  });
+}
+
 template <DType T>
 void gemv_m(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
+  if constexpr (T == DType::BF16) {
+    const uint16_t* wb = static_cast<const uint16_t*>(w);
+    switch (m) {
+      case 1: gemv_bf16<1>(x, wb, bias, y, n, k); return;
+      case 2: gemv_bf16<2>(x, wb, bias, y, n, k); return;
+      case 3: gemv_bf16<3>(x, wb, bias, y, n, k); return;
+      default: gemv_bf16<4>(x, wb, bias, y, n, k); return;
+    }
+  }
   switch (m) {
     case 1: gemv_t<T, 1>(x, w, bias, y, n, k); break;
     case 2: gemv_t<T, 2>(x, w, bias, y, n, k); break;
