@@ -2,6 +2,8 @@
 // and the forward pass.
 #include "models/decoder.h"
 
+#include "models/decoder_rows.h"
+
 #include <cmath>
 #include <mutex>
 #include <string>
@@ -116,7 +118,37 @@ class Decoder final : public Model {
     copy_logits(out, logits);
   }
 
+  // Batched rows (decoder_rows.cc).
+  void forward_rows(const std::vector<Row>& rows) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    decoder_forward_rows(parts(), rows);
+  }
+  bool forward_paged(PagedKVPool& pool, const std::vector<PagedRow>& rows, bool batch_invariant) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    DecoderParts d = parts();
+    d.batch_invariant = batch_invariant;
+    decoder_forward_paged(d, pool, rows);
+    return true;
+  }
+
  private:
+  DecoderParts parts() const {
+    DecoderParts d;
+    d.cfg = &cfg_;
+    d.spec = &spec_;
+    d.device = device_;
+    d.act = act_;
+    d.embed = &embed_;
+    d.lm_head = &lm_head_;
+    d.layers = &layers_;
+    d.final_norm = &final_norm_;
+    d.rope_global = rope_global_.get();
+    d.rope_local = rope_local_.get();
+    d.attn = &attn_params_;
+    d.embed_scale = embed_scale();
+    return d;
+  }
+
   void load_tensors(WeightLoader& wl) {
     const int64_t h = cfg_.hidden_size;
     embed_ = load_linear(wl, "model.embed_tokens", cfg_.vocab_size, h, false);
