@@ -135,6 +135,15 @@ describe('mlx-bun', () => {
       expect(r.err).toMatch(/temperature/);
       const u = await cli(['generate', '-m', tiny, '--bogus']);
       expect(u.code).toBe(2);
+      expect(u.err).toMatch(/^mlx-bun generate: Unknown option '--bogus'/);
     });
+    it.each([['generate', '--model'], ['chat', '--model'], ['bench', '--model'], ['serve', '--model'], ['quantize', '--model and --out']])(
+      '%s without its required flags exits 2 and names them', async (c, flags) => {
+        const r = await cli([c]);
+        expect(r.code).toBe(2);
+        expect(r.err.split('\n')[0]).toBe(`mlx-bun ${c}: ${flags} ${flags.includes(' and ') ? 'are' : 'is'} required`);
+        expect(r.err).toContain(`usage: mlx-bun ${c}`);
+        expect(r.out).toBe('');
+      });
   });
 });

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { readConfig } from '../lib/artifacts/index.js';
 import { loadModel, type Model } from '../lib/models/index.js';
 import { forwardSequence, greedyTokens } from '../lib/scoring/index.js';
 import { Session } from '../lib/state/index.js';
@@ -71,6 +72,14 @@ describe.each(names)('%s vs transformers', (name) => {
       expect(model.config.slidingWindow).toBeGreaterThan(0);
       expect(model.config.slidingWindow).toBeLessThan(o.prompt_ids.length);
     }
+  });
+
+  it("the model's config is the checkpoint config readConfig gives, plus torchDtype and quantized", async () => {
+    const { torchDtype, ...rest } = await readConfig(fixtureDir(name));
+    const { torchDtype: loadedDtype, quantized, ...loaded } = model.config;
+    expect(loaded).toEqual(rest);
+    expect(loadedDtype).toBe(torchDtype ?? '');
+    expect(quantized).toBe(false);
   });
 
   it('teacher-forced logits within 1e-4 of the row max', async () => {

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { native } from '../lib/native/index.js';
 import { InvalidArgumentError } from '../lib/errors.js';
 import type { OpParams, OpTensor } from '../types/native/ops.js';
+import { bf16ToF32 as bf16Value, f16ToF32 as f16Value, f32ToBf16 as bf16Bits } from './helpers/quant_ref.js';
 
 // ---------- deterministic data
 export function rng(seed: number): () => number {
@@ -29,29 +30,9 @@ function randn(r: () => number, n: number, std = 1): Float32Array {
   return a;
 }
 
-// ---------- dtype conversions, written from the IEEE definitions
-const f32buf = new Float32Array(1);
-const u32buf = new Uint32Array(f32buf.buffer);
+// ---------- dtype conversions, written from the IEEE definitions (shared with the quant reference)
+export { f32ToBf16 as bf16Bits, bf16ToF32 as bf16Value, f16ToF32 as f16Value } from './helpers/quant_ref.js';
 
-export function bf16Bits(x: number): number {
-  f32buf[0] = x;
-  const u = u32buf[0]!;
-  if ((u & 0x7fffffff) > 0x7f800000) return ((u >>> 16) | 0x40) & 0xffff;
-  const rounded = u + 0x7fff + ((u >>> 16) & 1);
-  return (rounded >>> 16) & 0xffff;
-}
-export function bf16Value(b: number): number {
-  u32buf[0] = (b & 0xffff) << 16;
-  return f32buf[0]!;
-}
-export function f16Value(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const e = (h >> 10) & 0x1f;
-  const m = h & 0x3ff;
-  if (e === 0) return sign * m * 2 ** -24;
-  if (e === 31) return m ? NaN : sign * Infinity;
-  return sign * (1 + m / 1024) * 2 ** (e - 15);
-}
 /** Nearest float16 (ties to even) by searching the ordered bit patterns. */
 export function f16Bits(x: number): number {
   if (Number.isNaN(x)) return 0x7e00;

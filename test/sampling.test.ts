@@ -13,7 +13,7 @@ const V = L.length;
 
 function softmax(x: ArrayLike<number>, keep?: Set<number>, t = 1): number[] {
   const idx = [...Array(x.length).keys()].filter((i) => !keep || keep.has(i));
-  const m = Math.max(...idx.map((i) => x[i]!));
+  const m = idx.reduce((a, i) => Math.max(a, x[i]!), -Infinity);
   const w = new Array<number>(x.length).fill(0);
   let z = 0;
   for (const i of idx) { w[i] = Math.exp((x[i]! - m) / t); z += w[i]!; }
@@ -50,6 +50,28 @@ describe('filters keep exactly the right set', () => {
     expect(keptSet(new Sampler({ topP: 0.4 }, V).distribution(L))).toEqual([3]);
     expect(keptSet(new Sampler({ topP: 0.95 }, V).distribution(L))).toEqual([0, 1, 2, 3, 6, 7]);  // .9395 < .95 <= .9726
     expectClose(new Sampler({ topP: 0.6 }, V).distribution(L), softmax(L, new Set([3, 6])));
+  });
+  it('top-p over a large vocabulary equals a full sort (flat, peaked and tied logits)', () => {
+    let seed = 99;
+    const rnd = () => { seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0; return seed / 2 ** 32; };
+    const n = 151_936;
+    for (const [label, make] of [
+      ['flat', () => rnd() * 0.5],
+      ['peaked', () => (rnd() < 0.001 ? 8 + rnd() * 4 : rnd() * 2)],
+      ['tied', () => Math.floor(rnd() * 4)],
+    ] as const) {
+      const x = Float32Array.from({ length: n }, make);
+      for (const topP of [0.05, 0.5, 0.9, 0.999]) {
+        const w = softmax(x);
+        const order = [...w.keys()].sort((a, b) => (w[b]! !== w[a]! ? w[b]! - w[a]! : a - b));
+        const want: number[] = [];
+        let cum = 0;
+        for (const i of order) { if (cum >= topP) break; want.push(i); cum += w[i]!; }
+        const got = keptSet(new Sampler({ topP }, n).distribution(x));
+        expect(got.length, `${label} top-p ${topP}`).toBe(want.length);
+        expect(got, `${label} top-p ${topP}`).toEqual(want.sort((a, b) => a - b));
+      }
+    }
   });
   it('min-p: tokens at least p x the most likely', () => {
     expect(keptSet(new Sampler({ minP: 0.3 }, V).distribution(L))).toEqual([0, 3, 6]);       // .3679 >= .3 > .2231

@@ -70,13 +70,6 @@ Napi::Float32Array to_js(Napi::Env env, const std::vector<float>& v) {
   return a;
 }
 
-int32_t argmax(const float* row, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (row[i] > row[best]) best = i;  // first maximum, as torch.argmax
-  return static_cast<int32_t>(best);
-}
-
 // The shared config form plus the two fields model handles have always reported this way.
 Napi::Object config_to_js(Napi::Env env, const Model& m) {
   const ModelConfig& c = m.config();
@@ -263,14 +256,12 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
           env,
           [model, ids = std::move(ids), n, toks]() {
             if (n == 0) return;
-            const int64_t t = static_cast<int64_t>(ids.size()), v = model->config().vocab_size;
+            const int64_t t = static_cast<int64_t>(ids.size());
             CacheSet caches = model->make_caches(t + n);
-            std::vector<float> row(static_cast<size_t>(v));
-            model->forward(ids.data(), t, caches, row.data(), false);
+            int32_t next = model->forward_argmax(ids.data(), t, caches);
             for (int64_t i = 0; i < n; ++i) {
-              int32_t next = argmax(row.data(), v);
               toks->push_back(next);
-              if (i + 1 < n) model->forward(&next, 1, caches, row.data(), false);
+              if (i + 1 < n) next = model->forward_argmax(&next, 1, caches);
             }
           },
           [toks](Napi::Env e) -> Napi::Value {

@@ -24,6 +24,32 @@ struct Ranked {
   }
 };
 
+// The lowest-ranked member of the smallest rank-prefix of `c` whose weight reaches `need`
+// (0 < need <= total). Expected O(n): each round partitions the unsettled range around its middle
+// rank and keeps the half holding the boundary.
+std::pair<int32_t, double> nucleus_last(const std::vector<std::pair<int32_t, double>>& c, double need) {
+  std::vector<std::pair<int32_t, double>> w(c);
+  Ranked rank;
+  // Invariants: [lo, hi) holds exactly the ranks lo..hi-1; the top lo weigh `above` < need; the
+  // top hi weigh >= need.
+  size_t lo = 0, hi = w.size();
+  double above = 0;
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(w.begin() + static_cast<std::ptrdiff_t>(lo), w.begin() + static_cast<std::ptrdiff_t>(mid),
+                     w.begin() + static_cast<std::ptrdiff_t>(hi), rank);
+    double left = 0;
+    for (size_t i = lo; i < mid; ++i) left += w[i].second;
+    if (above + left >= need) {
+      hi = mid;
+    } else {
+      above += left;
+      lo = mid;
+    }
+  }
+  return w[lo];
+}
+
 }  // namespace
 
 Sampler::Sampler(const SamplingParams& p, int64_t vocab) : params_(p), vocab_(vocab) {
@@ -115,18 +141,16 @@ std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) cons
     double total = 0;
     for (const auto& e : c) total += e.second;
     const double need = params_.top_p * total;
-    // Sort only as much of the ranking as the cumulative mass needs (peaked distributions: a few).
-    size_t m = sorted ? c.size() : std::min<size_t>(c.size(), 256);
-    for (;;) {
-      if (!sorted) std::partial_sort(c.begin(), c.begin() + m, c.end(), rank);
+    if (sorted) {
       double cum = 0;
       size_t keep = 0;
-      while (keep < m && cum < need) cum += c[keep++].second;
-      if (cum >= need || m == c.size()) {
-        c.resize(keep);
-        break;
-      }
-      m = std::min(c.size(), m * 8);
+      while (keep < c.size() && cum < need) cum += c[keep++].second;
+      c.resize(keep);
+    } else {
+      // The nucleus without sorting the vocabulary: find the last token it takes by selection,
+      // then keep every candidate ranked at or above it, still in id order.
+      const std::pair<int32_t, double> last = nucleus_last(c, need);
+      c.erase(std::remove_if(c.begin(), c.end(), [&](const auto& e) { return rank(last, e); }), c.end());
     }
   }
   if (params_.min_p > 0) {
@@ -134,7 +158,7 @@ std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) cons
     const double cut = params_.min_p;
     c.erase(std::remove_if(c.begin(), c.end(), [cut](const auto& e) { return e.second < cut; }), c.end());
   }
-  // Draw order: by rank after top-k / top-p, by id otherwise; both fixed for given logits.
+  // Draw order: by rank after top-k, by id otherwise; both fixed for given logits.
   return c;
 }
 

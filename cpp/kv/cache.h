@@ -27,6 +27,24 @@ class LayerCache {
   virtual int64_t length() const = 0;   // tokens seen so far (next position)
   virtual int64_t bytes() const = 0;    // memory held
   virtual void reset() = 0;
+
+  // --- captured decode steps (models/decode_graph.h). Optional; the defaults opt out.
+  // The whole buffers a recorded step writes and reads: k/v [Hkv, capacity, D]; position p goes
+  // to slot p (contiguous) or p % capacity (ring). For a contiguous cache `pos` is i32
+  // [capacity] with pos[s] = s on the device; a ring leaves it undefined and points `host_pos`
+  // at its host mirror of the position held by each slot (-1 = empty), valid until the next call.
+  struct DeviceLayout {
+    Tensor k, v, pos;
+    int64_t capacity = 0;
+    bool ring = false;
+    const int32_t* host_pos = nullptr;
+  };
+  // Makes room for `t` more tokens without moving anything later (growing geometrically), and
+  // describes the buffers. false: this cache cannot serve captured steps (use update()).
+  virtual bool device_layout(int64_t t, DeviceLayout& out) { (void)t; (void)out; return false; }
+  // Host bookkeeping after a recorded step stored keys/values of `t` tokens at positions `pos`
+  // (continuing the sequence) into the buffers of device_layout().
+  virtual void commit(const int32_t* pos, int64_t t) { (void)pos; (void)t; }
 };
 
 struct CacheSpec {

@@ -37,6 +37,25 @@ class ContiguousCache final : public LayerCache {
     return view;
   }
 
+  bool device_layout(int64_t t, DeviceLayout& out) override {
+    const int64_t need = checked_add(length_, t, "kv cache length");
+    if (need > spec_.max_tokens) return false;
+    if (need > buf_.capacity) grow(std::max(need, 2 * buf_.capacity));
+    out.k = buf_.k;
+    out.v = buf_.v;
+    out.pos = positions_;
+    out.capacity = buf_.capacity;
+    out.ring = false;
+    out.host_pos = nullptr;
+    return true;
+  }
+
+  void commit(const int32_t* pos, int64_t t) override {
+    if (t <= 0 || pos[0] != length_ || length_ + t > buf_.capacity)
+      fail(ErrorCode::kInternal, "kv cache: a captured step does not continue the sequence");
+    length_ += t;
+  }
+
   int64_t length() const override { return length_; }
   int64_t bytes() const override { return buf_.bytes() + (positions_.defined() ? positions_.nbytes() : 0); }
   void reset() override { length_ = 0; }

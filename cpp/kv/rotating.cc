@@ -40,6 +40,25 @@ class RotatingCache final : public LayerCache {
     return view;
   }
 
+  bool device_layout(int64_t t, DeviceLayout& out) override {
+    const int64_t need = checked_add(spec_.window - 1, t, "rotating cache size");
+    if (need > buf_.capacity) relayout(need);
+    out.k = buf_.k;
+    out.v = buf_.v;
+    out.pos = Tensor();
+    out.capacity = buf_.capacity;
+    out.ring = true;
+    out.host_pos = slot_pos_.data();
+    return true;
+  }
+
+  void commit(const int32_t* pos, int64_t t) override {
+    if (t <= 0 || pos[0] != length_ || t > buf_.capacity - (spec_.window - 1))
+      fail(ErrorCode::kInternal, "kv cache: a captured step does not continue the sequence");
+    for (int64_t i = 0; i < t; ++i) slot_pos_[static_cast<size_t>(pos[i] % buf_.capacity)] = pos[i];
+    length_ += t;
+  }
+
   int64_t length() const override { return length_; }
   int64_t bytes() const override { return buf_.bytes() + buf_.capacity * 4; }
   void reset() override {

@@ -12,6 +12,14 @@
 
 namespace mlxb {
 
+// Device-resident inputs of a captured decode step (models/decode_graph.h): views into one
+// buffer the host rewrites before each replay, so the recorded kernels read them at run time.
+struct CapturedStep {
+  Tensor slot, ring_slot;  // i32 [1]: cache slot of this token (contiguous / ring caches)
+  Tensor len, ring_len;    // i32 [1]: slots that may hold visible keys (AttentionArgs::kv_len)
+  Tensor ring_pos;         // i32 [ring capacity]: position held by each ring slot, this token's included
+};
+
 // What one forward call shares across layers: the token positions on host and device.
 struct StepInputs {
   int64_t t = 0;                 // tokens in this call
@@ -20,10 +28,13 @@ struct StepInputs {
   DType act = DType::F32;        // activation dtype
   Device device = Device::kCPU;
   RopeArgs rope_full, rope_local; // frequencies for this call (dynamic NTK depends on its length)
+  const CapturedStep* captured = nullptr;  // set while a decode step is being recorded: caches are
+                                           // written through device_layout(), not update()
 };
 
 struct AttentionWeights {
   Linear q, k, v, o;
+  Linear qkv;             // [q; k; v] rows in one weight when fused at load (q/k/v are then views of it)
   Tensor q_norm, k_norm;  // [head_dim] when the family normalises q/k per head
 };
 
@@ -41,7 +52,13 @@ void attention_block(const Tensor& x, const AttentionWeights& w, const Attention
 
 struct MlpWeights {
   Linear gate, up, down;
+  Linear gate_up;  // [gate; up] rows in one weight when fused at load (gate/up are then views of it)
 };
+
+// Fuses q/k/v and gate/up of a layer into one weight each when they are dense, share a dtype and
+// either all or none has a bias (already adjacent views, as Phi-3's, are joined without a copy).
+// The parts become row views of the fused weight. Quantized or mixed layers are left alone.
+void fuse_projections(AttentionWeights& attn, MlpWeights& mlp);
 
 // out [t, hidden] = down(act(gate(x)) * up(x))
 void mlp_block(const Tensor& x, const MlpWeights& w, Activation act, const StepInputs& step, Tensor& out);

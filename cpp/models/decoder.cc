@@ -2,11 +2,13 @@
 // and the forward pass.
 #include "models/decoder.h"
 
-#include "models/decoder_rows.h"
-
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <string>
+
+#include "models/decode_graph.h"
+#include "models/decoder_rows.h"
 
 namespace mlxb {
 
@@ -58,6 +60,7 @@ class Decoder final : public Model {
     WeightLoader wl(store, cfg_, options, /*dry_run=*/false);
     load_tensors(wl);
     setup();
+    if (device_ == Device::kCUDA && decode_graphs_enabled()) graphs_ = std::make_unique<DecodeGraphs>(device_);
     if (options.progress) options.progress(1.0, "done");
   }
 
@@ -85,37 +88,25 @@ class Decoder final : public Model {
 
   void forward(const int32_t* ids, int64_t t, CacheSet& caches, float* logits, bool all_rows) override {
     std::lock_guard<std::mutex> lock(mu_);  // one forward at a time: each one uses the whole thread pool
-    StepInputs step = prepare(ids, t, caches);
-    const int64_t h = cfg_.hidden_size;
-    Tensor ids_dev = Tensor::empty({t}, DType::I32, Device::kCPU);
-    std::copy(ids, ids + t, ids_dev.ptr<int32_t>());
-    if (device_ != Device::kCPU) ids_dev = ids_dev.to(device_);
-
-    Tensor x = Tensor::empty({t, h}, act_, device_);
-    if (embed_.quantized()) ops::qembedding(embed_.q, ids_dev, embed_scale(), x);
-    else ops::embedding(embed_.w, ids_dev, embed_scale(), x);
-    Tensor normed = Tensor::empty({t, h}, act_, device_);
-    Tensor branch = Tensor::empty({t, h}, act_, device_);
-    const float eps = static_cast<float>(cfg_.norm_eps);
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const LayerWeights& w = layers_[static_cast<size_t>(i)];
-      ops::rms_norm(x, w.input_norm, eps, spec_.norm_add_one, normed);
-      attention_block(normed, w.attn, attn_params_[static_cast<size_t>(i)], *caches[static_cast<size_t>(i)], step, branch);
-      if (spec_.sandwich_norms) ops::rms_norm(branch, w.post_attn_norm, eps, spec_.norm_add_one, branch);
-      ops::add(x, branch, x);
-      ops::rms_norm(x, spec_.sandwich_norms ? w.pre_ff_norm : w.post_attn_norm, eps, spec_.norm_add_one, normed);
-      mlp_block(normed, w.mlp, cfg_.hidden_act, step, branch);
-      if (spec_.sandwich_norms) ops::rms_norm(branch, w.post_ff_norm, eps, spec_.norm_add_one, branch);
-      ops::add(x, branch, x);
-    }
-    const int64_t rows = all_rows ? t : 1;
-    Tensor last = all_rows ? x : x.slice_rows(t - 1, t);
-    Tensor fin = Tensor::empty({rows, h}, act_, device_);
-    ops::rms_norm(last, final_norm_, eps, spec_.norm_add_one, fin);
-    Tensor out = Tensor::empty({rows, cfg_.vocab_size}, act_, device_);
-    linear(fin, lm_head_, out);
-    if (spec_.final_softcap > 0.0f) ops::softcap(out, spec_.final_softcap);
+    const int64_t start = check_inputs(ids, t, caches);
+    if (t == 1 && graph_step(ids[0], start, caches, logits, nullptr)) return;
+    StepInputs step = prepare(start, t);
+    Tensor out = compute(upload_ids(ids, t), step, caches, all_rows);
     copy_logits(out, logits);
+  }
+
+  int32_t forward_argmax(const int32_t* ids, int64_t t, CacheSet& caches) override {
+    if (device_ == Device::kCPU) return Model::forward_argmax(ids, t, caches);
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t start = check_inputs(ids, t, caches);
+    int32_t next = 0;
+    if (t == 1 && graph_step(ids[0], start, caches, nullptr, &next)) return next;
+    StepInputs step = prepare(start, t);
+    Tensor out = compute(upload_ids(ids, t), step, caches, false);
+    Tensor idx = Tensor::empty({1}, DType::I32, device_);
+    ops::argmax(out, idx);
+    backend(device_).copy(&next, Device::kCPU, idx.data(), device_, sizeof(int32_t));
+    return next;
   }
 
   // Batched rows (decoder_rows.cc).
@@ -149,12 +140,83 @@ class Decoder final : public Model {
     return d;
   }
 
+  Tensor upload_ids(const int32_t* ids, int64_t t) const {
+    Tensor ids_dev = Tensor::empty({t}, DType::I32, Device::kCPU);
+    std::copy(ids, ids + t, ids_dev.ptr<int32_t>());
+    return device_ == Device::kCPU ? ids_dev : ids_dev.to(device_);
+  }
+
+  // The graph: logits [t or 1, vocab] in the activation dtype on the model's device.
+  Tensor compute(const Tensor& ids_dev, const StepInputs& step, CacheSet& caches, bool all_rows) {
+    const int64_t t = step.t, h = cfg_.hidden_size;
+    Tensor x = Tensor::empty({t, h}, act_, device_);
+    if (embed_.quantized()) ops::qembedding(embed_.q, ids_dev, embed_scale(), x);
+    else ops::embedding(embed_.w, ids_dev, embed_scale(), x);
+    Tensor normed = Tensor::empty({t, h}, act_, device_);
+    Tensor branch = Tensor::empty({t, h}, act_, device_);
+    const float eps = static_cast<float>(cfg_.norm_eps);
+    const bool one = spec_.norm_add_one;
+    bool pending = false;  // the last block's output (branch) is still to be added to x
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const LayerWeights& w = layers_[static_cast<size_t>(i)];
+      if (pending) ops::add_rms_norm(x, branch, w.input_norm, eps, one, normed);
+      else ops::rms_norm(x, w.input_norm, eps, one, normed);
+      attention_block(normed, w.attn, attn_params_[static_cast<size_t>(i)], *caches[static_cast<size_t>(i)], step, branch);
+      if (spec_.sandwich_norms) ops::rms_norm(branch, w.post_attn_norm, eps, one, branch);
+      ops::add_rms_norm(x, branch, spec_.sandwich_norms ? w.pre_ff_norm : w.post_attn_norm, eps, one, normed);
+      mlp_block(normed, w.mlp, cfg_.hidden_act, step, branch);
+      if (spec_.sandwich_norms) ops::rms_norm(branch, w.post_ff_norm, eps, one, branch);
+      pending = true;
+    }
+    const int64_t rows = all_rows ? t : 1;
+    Tensor fin = Tensor::empty({rows, h}, act_, device_);
+    if (pending && rows == t) {
+      ops::add_rms_norm(x, branch, final_norm_, eps, one, fin);
+    } else {
+      if (pending) ops::add(x, branch, x);
+      ops::rms_norm(all_rows ? x : x.slice_rows(t - 1, t), final_norm_, eps, one, fin);
+    }
+    Tensor out = Tensor::empty({rows, cfg_.vocab_size}, act_, device_);
+    linear(fin, lm_head_, out);
+    if (spec_.final_softcap > 0.0f) ops::softcap(out, spec_.final_softcap);
+    return out;
+  }
+
+  // A one-token step through a recorded graph (CUDA); false when it must run eagerly.
+  bool graph_step(int32_t id, int64_t start, CacheSet& caches, float* logits, int32_t* next) {
+    if (!graphs_) return false;
+    if (!rope_global_->fixed(start + 1) || (rope_local_ && !rope_local_->fixed(start + 1))) return false;
+    StepInputs base;
+    base.t = 1;
+    base.act = act_;
+    base.device = device_;
+    base.pos.assign(1, static_cast<int32_t>(start));
+    base.rope_full = rope_global_->args(start + 1);
+    if (rope_local_) base.rope_local = rope_local_->args(start + 1);
+    return graphs_->run(id, caches, base, [this, &caches](const Tensor& ids_dev, const StepInputs& step) {
+      DecodeGraphs::Outputs o;
+      Tensor out = compute(ids_dev, step, caches, false);
+      o.logits = Tensor::empty(out.shape(), DType::F32, device_);
+      ops::convert(out, o.logits);
+      o.next = Tensor::empty({1}, DType::I32, device_);
+      ops::argmax(out, o.next);
+      return o;
+    }, logits, next);
+  }
+
   void load_tensors(WeightLoader& wl) {
     const int64_t h = cfg_.hidden_size;
     embed_ = load_linear(wl, "model.embed_tokens", cfg_.vocab_size, h, false);
     LayerLoader ll = spec_.load_layer ? spec_.load_layer : load_llama_layer;
     layers_.assign(static_cast<size_t>(cfg_.num_layers), LayerWeights{});
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) ll(wl, spec_, i, layers_[static_cast<size_t>(i)]);
+    // On CUDA, q/k/v and gate/up are fused layer by layer (the parts' memory is then reused by
+    // the next layer's loads rather than cached twice).
+    const bool fuse = device_ == Device::kCUDA && !wl.dry_run();
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      LayerWeights& w = layers_[static_cast<size_t>(i)];
+      ll(wl, spec_, i, w);
+      if (fuse) fuse_projections(w.attn, w.mlp);
+    }
     final_norm_ = wl.tensor("model.norm.weight", {h});
     lm_head_ = cfg_.tie_word_embeddings ? embed_ : load_linear(wl, "lm_head", cfg_.vocab_size, h, false);
   }
@@ -200,7 +262,8 @@ class Decoder final : public Model {
     return act_ == DType::BF16 ? bf16_to_f32(f32_to_bf16(s)) : act_ == DType::F16 ? f16_to_f32(f32_to_f16(s)) : s;
   }
 
-  StepInputs prepare(const int32_t* ids, int64_t t, CacheSet& caches) const {
+  // Checks ids and caches; returns the position of the first token.
+  int64_t check_inputs(const int32_t* ids, int64_t t, CacheSet& caches) const {
     if (t <= 0) fail(ErrorCode::kInvalidArgument, "forward needs at least one token", "ids");
     if (static_cast<int64_t>(caches.size()) != cfg_.num_layers)
       fail(ErrorCode::kInvalidArgument, "cache set has " + std::to_string(caches.size()) + " layers, the model " +
@@ -213,6 +276,10 @@ class Decoder final : public Model {
     for (const auto& c : caches)
       if (c->length() != start) fail(ErrorCode::kInternal, "layer caches disagree on the sequence length");
     if (start + t > int64_t{INT32_MAX}) fail(ErrorCode::kInvalidArgument, "sequence too long", "ids");
+    return start;
+  }
+
+  StepInputs prepare(int64_t start, int64_t t) const {
     StepInputs s;
     s.t = t;
     s.act = act_;
@@ -246,6 +313,7 @@ class Decoder final : public Model {
   std::unique_ptr<RopeTable> rope_global_, rope_local_;
   std::vector<AttentionParams> attn_params_;
   int64_t weight_bytes_ = 0;
+  std::unique_ptr<DecodeGraphs> graphs_;  // CUDA only, unless MLXB_CUDA_GRAPH=0
   std::mutex mu_;
 };
 

@@ -103,10 +103,13 @@ Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, 
   else ops::embedding(d.embed->w, b.ids_dev, d.embed_scale, x);
   Tensor normed = Tensor::empty({t, h}, d.act, d.device);
   Tensor branch = Tensor::empty({t, h}, d.act, d.device);
+  const bool one = spec.norm_add_one;
+  bool pending = false;  // the last block's output (branch) is still to be added to x
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const LayerWeights& w = (*d.layers)[static_cast<size_t>(i)];
     const AttentionParams& p = (*d.attn)[static_cast<size_t>(i)];
-    ops::rms_norm(x, w.input_norm, eps, spec.norm_add_one, normed);
+    if (pending) ops::add_rms_norm(x, branch, w.input_norm, eps, one, normed);
+    else ops::rms_norm(x, w.input_norm, eps, one, normed);
     {
       Tensor q = Tensor::empty({t, p.heads * p.head_dim}, d.act, d.device);
       Tensor k = Tensor::empty({t, p.kv_heads * p.head_dim}, d.act, d.device);
@@ -125,9 +128,8 @@ Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, 
       attend(i, p, q3, k3, v3, o3);
       linear_in(o3.reshape({t, p.heads * p.head_dim}), w.attn.o, branch, chunk);
     }
-    if (spec.sandwich_norms) ops::rms_norm(branch, w.post_attn_norm, eps, spec.norm_add_one, branch);
-    ops::add(x, branch, x);
-    ops::rms_norm(x, spec.sandwich_norms ? w.pre_ff_norm : w.post_attn_norm, eps, spec.norm_add_one, normed);
+    if (spec.sandwich_norms) ops::rms_norm(branch, w.post_attn_norm, eps, one, branch);
+    ops::add_rms_norm(x, branch, spec.sandwich_norms ? w.pre_ff_norm : w.post_attn_norm, eps, one, normed);
     {
       const int64_t f = w.mlp.gate.out;
       Tensor gate = Tensor::empty({t, f}, d.act, d.device);
@@ -137,13 +139,14 @@ Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, 
       ops::gated_act(gate, up, c.hidden_act, gate);
       linear_in(gate, w.mlp.down, branch, chunk);
     }
-    if (spec.sandwich_norms) ops::rms_norm(branch, w.post_ff_norm, eps, spec.norm_add_one, branch);
-    ops::add(x, branch, x);
+    if (spec.sandwich_norms) ops::rms_norm(branch, w.post_ff_norm, eps, one, branch);
+    pending = true;
   }
+  if (pending) ops::add(x, branch, x);
   if (n_sel == 0) return Tensor();
   Tensor last = Tensor::empty({n_sel, h}, d.act, d.device);
   ops::embedding(x, sel_dev, 1.0f, last);  // row gather (times 1.0: exact)
-  ops::rms_norm(last, *d.final_norm, eps, spec.norm_add_one, last);
+  ops::rms_norm(last, *d.final_norm, eps, one, last);
   Tensor out = Tensor::empty({n_sel, c.vocab_size}, d.act, d.device);
   linear_in(last, *d.lm_head, out, chunk);
   if (spec.final_softcap > 0.0f) ops::softcap(out, spec.final_softcap);
@@ -323,7 +326,7 @@ void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::
   }
   if (any_argmax) {
     Tensor am = Tensor::empty({out.dim(0)}, DType::I32, d.device);
-    ops::argmax_rows(out, am);
+    ops::argmax(out, am);
     std::vector<int32_t> host(static_cast<size_t>(out.dim(0)));
     backend(d.device).copy(host.data(), Device::kCPU, am.data(), d.device, am.nbytes());
     size_t k = 0;

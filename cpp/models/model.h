@@ -48,6 +48,18 @@ class Model {
   // the last token only.
   virtual void forward(const int32_t* ids, int64_t t, CacheSet& caches, float* logits, bool all_rows) = 0;
 
+  // Greedy step: as forward() with all_rows = false, but returns only the index of the first
+  // maximum of the last row's logits (a device model computes it where the logits are and copies
+  // one int32 back). The default runs forward() and scans the row on the host.
+  virtual int32_t forward_argmax(const int32_t* ids, int64_t t, CacheSet& caches) {
+    std::vector<float> row(static_cast<size_t>(config().vocab_size));
+    forward(ids, t, caches, row.data(), false);
+    int64_t best = 0;
+    for (int64_t i = 1; i < static_cast<int64_t>(row.size()); ++i)
+      if (row[static_cast<size_t>(i)] > row[static_cast<size_t>(best)]) best = i;
+    return static_cast<int32_t>(best);
+  }
+
   // --- batched execution (the engine's runner). Additive; the defaults keep every family working.
   struct Row {
     const int32_t* ids = nullptr;  // t tokens at positions caches.length() ...
@@ -69,8 +81,8 @@ class Model {
     int64_t start = 0;
     const std::vector<int32_t>* blocks = nullptr;
     float* logits = nullptr;    // non-null: f32 [1, vocab] logits of the last token are written here
-    int32_t* argmax = nullptr;  // non-null: the argmax of those logits (lowest id on ties), computed
-                                // where the logits are (no logits copy needed)
+    int32_t* argmax = nullptr;  // non-null: the argmax of those logits (ops::argmax: first maximum),
+                                // computed where the logits are (no logits copy needed)
   };
   // Runs independent sequences over a paged KV pool in one pass: every linear runs once over all
   // rows' tokens. Rows with neither logits nor argmax only write their KV. Returns false when

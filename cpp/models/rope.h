@@ -29,6 +29,9 @@ class RopeTable {
   // Args for a forward whose highest position is seq_len - 1. Thread-safe (no shared mutation).
   RopeArgs args(int64_t seq_len) const;
   int64_t rot_dim() const { return base_.rot_dim; }
+  // True when args(seq_len) returns the load-time frequencies (every type but dynamic NTK past
+  // max_position_embeddings): a recorded step may then keep using them.
+  bool fixed(int64_t seq_len) const { return rope_.type != RopeType::kDynamic || seq_len <= max_pos_; }
 
  private:
   RopeConfig rope_;

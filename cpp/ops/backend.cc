@@ -1,4 +1,7 @@
-// Device -> backend lookup.
+// Device -> backend lookup, and the generic defaults of the optional Backend ops.
+#include <cmath>
+#include <string>
+
 #include "ops/backends.h"
 
 namespace mlxb {
@@ -6,5 +9,46 @@ namespace mlxb {
 Backend& backend(Device device) { return device == Device::kCPU ? cpu_backend() : cuda_backend(); }
 bool cuda_built() { return cuda_backend_built(); }
 bool cuda_available() { return cuda_backend_available(); }
+
+void Backend::add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) {
+  add(x, branch, x);
+  rms_norm(x, w, eps, add_one, y);
+}
+
+void Backend::argmax(const Tensor& x, Tensor& out) {
+  if (x.device() != Device::kCPU || out.device() != Device::kCPU || x.dtype() != DType::F32 || out.dtype() != DType::I32 ||
+      !x.is_contiguous() || x.ndim() < 1)
+    fail(ErrorCode::kUnsupported, "argmax: the generic op takes a contiguous float32 CPU tensor and an int32 CPU output: " +
+                                      x.describe() + " -> " + out.describe());
+  const int64_t n = x.dim(-1), rows = n == 0 ? 0 : x.numel() / n;
+  if (n == 0 || out.numel() != rows) fail(ErrorCode::kInvalidArgument, "argmax: out must hold one index per row: " + out.describe());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x.ptr<float>() + r * n;
+    int64_t best = 0;
+    while (best + 1 < n && std::isnan(row[best])) ++best;
+    for (int64_t i = best + 1; i < n; ++i)
+      if (row[i] > row[best]) best = i;  // first maximum; NaN compares false
+    out.ptr<int32_t>()[r] = static_cast<int32_t>(best);
+  }
+}
+
+void Backend::gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
+  if (w.ndim() != 2 || w.dim(0) % 2 != 0 || out.ndim() < 1 || out.dim(-1) * 2 != w.dim(0))
+    fail(ErrorCode::kInvalidArgument, "gated_matmul: w must be [2F, K] and out [M, F]: " + w.describe() + " -> " + out.describe());
+  const int64_t f = w.dim(0) / 2, m = out.numel() / f;
+  Tensor gate = Tensor::empty({m, f}, out.dtype(), out.device()), up = Tensor::empty({m, f}, out.dtype(), out.device());
+  Tensor bg, bu;
+  if (bias) {
+    bg = bias->slice_rows(0, f);
+    bu = bias->slice_rows(f, 2 * f);
+  }
+  matmul(x, w.slice_rows(0, f), bias ? &bg : nullptr, gate);
+  matmul(x, w.slice_rows(f, 2 * f), bias ? &bu : nullptr, up);
+  gated_act(gate, up, act, out);
+}
+
+std::unique_ptr<DeviceGraph> Backend::end_capture() {
+  fail(ErrorCode::kUnsupported, "this backend cannot capture device graphs");
+}
 
 }  // namespace mlxb

@@ -21,6 +21,12 @@ void convert(const Tensor& src, Tensor& dst) { backend(dst.device()).convert(src
 void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) { backend(out.device()).kv_gather(cache, slots, out); }
 void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
                      const AttentionArgs& args, Tensor& out) { backend(out.device()).paged_attention(q, k, v, rows, args, out); }
-void argmax_rows(const Tensor& x, Tensor& out) { backend(out.device()).argmax_rows(x, out); }
+void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) {
+  backend(y.device()).add_rms_norm(x, branch, w, eps, add_one, y);
+}
+void argmax(const Tensor& x, Tensor& out) { backend(x.device()).argmax(x, out); }
+void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
+  backend(out.device()).gated_matmul(x, w, bias, act, out);
+}
 
 }  // namespace mlxb::ops

@@ -10,6 +10,7 @@
 // - Every op writes into an output its caller allocated; in-place is allowed where noted.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "core/tensor.h"
 
@@ -31,6 +32,10 @@ struct AttentionArgs {
   float softcap = 0.0f;    // > 0: s = softcap * tanh(s / softcap) before the mask (Gemma 2)
   int64_t window = 0;      // > 0: key visible only if q_pos - k_pos < window (sliding window)
   bool causal = true;      // key visible only if k_pos <= q_pos
+  // Optional i32 [1] on the data's device: no slot at or after kv_len[0] holds a key visible to
+  // these queries (a hint that lets a backend skip them; captured decode steps pass it because
+  // their S is the cache capacity, not the length). Results are the same with or without it.
+  Tensor kv_len;
 };
 
 // The rows of a paged attention call (the engine's batched step; see Backend::paged_attention).
@@ -58,6 +63,14 @@ struct QuantWeight {
   int group_size = 64;
   int64_t rows = 0;  // N
   int64_t cols = 0;  // K
+};
+
+// Device work recorded once and replayed (a CUDA graph). Memory the recorded ops allocated
+// belongs to the graph and keeps its address until the graph is destroyed.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual void launch() = 0;  // queues one replay on the backend's stream
 };
 
 class Backend {
@@ -112,9 +125,24 @@ class Backend {
   // gathered in position order (same scale, soft-cap, causal and window rules).
   virtual void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
                                const AttentionArgs& args, Tensor& out) = 0;
-  // out i32 [R] = index of the largest value of each row of x [R, V] (lowest index on ties;
-  // NaN never wins)
-  virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;
+
+  // --- additive ops with generic defaults (a backend may fuse them)
+  // x = x + branch, then y = rms_norm(x) (the sum rounded to x's dtype first, as add then rms_norm)
+  virtual void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y);
+  // out[r] = index of the first maximum of row r of x [R, N] (i32 [R]); NaN never wins
+  virtual void argmax(const Tensor& x, Tensor& out);
+  // out[M,F] = act(gate) * up with gate = x·w[0:F]^T, up = x·w[F:2F]^T (+ the matching halves of
+  // bias [2F]) for a fused [gate; up] weight w [2F, K]: the results of matmul then gated_act
+  // (gate and up rounded to out's dtype first)
+  virtual void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
+
+  // --- capture (optional). Between begin_capture() and end_capture() the calling thread's ops
+  // are recorded instead of run, and what they allocate comes from an arena owned by the graph;
+  // nothing may be copied to or from the host in between. begin_capture() returns false when
+  // the backend cannot capture; after an exception in between, abort_capture() discards it.
+  virtual bool begin_capture() { return false; }
+  virtual std::unique_ptr<DeviceGraph> end_capture();
+  virtual void abort_capture() {}
 };
 
 // The backend for a device. cpu always exists; cuda throws kNotBuilt when not compiled in and
@@ -143,7 +171,9 @@ void convert(const Tensor& src, Tensor& dst);
 void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out);
 void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
                      const AttentionArgs& args, Tensor& out);
-void argmax_rows(const Tensor& x, Tensor& out);
+void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y);
+void argmax(const Tensor& x, Tensor& out);
+void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
 }  // namespace ops
 
 }  // namespace mlxb

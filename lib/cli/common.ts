@@ -3,6 +3,8 @@
  * a load-progress indicator on stderr, and strict flag parsing helpers. Commands use only the
  * package's public exports.
  */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
 import { MlxbError } from '../errors.js';
 
 export interface CommandIO {
@@ -69,4 +71,34 @@ export function formatBytes(n: number): string {
   if (n >= 2 ** 20) return `${(n / 2 ** 20).toFixed(1)} MiB`;
   if (n >= 2 ** 10) return `${(n / 2 ** 10).toFixed(1)} KiB`;
   return `${n} B`;
+}
+
+type Parsed<T extends ParseArgsConfig> = ReturnType<typeof parseArgs<T>>;
+
+/**
+ * Strict flag parsing shared by the commands: a parse error or a missing required flag prints
+ * `mlx-bun <command>: <reason>` and the usage to stderr and gives exit code 2; --help prints the
+ * usage to stdout and gives 0. Otherwise returns the parsed flags.
+ */
+export function parseCommandLine<T extends ParseArgsConfig>(
+  command: string, usage: string, io: CommandIO, argv: readonly string[], config: T, required: readonly string[] = [],
+): Parsed<T> | number {
+  let parsed: Parsed<T>;
+  try {
+    parsed = parseArgs({ ...config, args: [...argv], strict: true }) as Parsed<T>;
+  } catch (e) {
+    io.stderr.write(`mlx-bun ${command}: ${(e as Error).message}\n${usage}\n`);
+    return 2;
+  }
+  const values = parsed.values as Record<string, unknown>;
+  if (values.help) {
+    io.stdout.write(usage + '\n');
+    return 0;
+  }
+  const missing = required.filter((f) => values[f] === undefined);
+  if (missing.length > 0) {
+    io.stderr.write(`mlx-bun ${command}: ${missing.map((f) => `--${f}`).join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required\n${usage}\n`);
+    return 2;
+  }
+  return parsed;
 }

@@ -5,6 +5,10 @@ token per step on the KV cache (<name>.step.f32, the reference for our decode pa
 rope scaling, for one, legitimately depends on how many tokens were seen). Float32 logits
 [T, vocab]; <name>.json holds ids and shape.
 
+Each run gets a freshly loaded model: transformers' dynamic-NTK rotary embedding keeps the
+longest sequence it has seen (max_seq_len_cached) and only grows, so a stepped run after the
+one-shot forward would rotate every step with the full sequence's frequencies.
+
     python3 scripts/cuda/l1_oracle.py test/fixtures/models OUT
 """
 import json
@@ -25,9 +29,12 @@ def main():
             continue
         o = json.load(open(path))
         ids = list(o["prompt_ids"]) + list(o["greedy_tokens"][:-1])
-        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
+        def load():
+            return AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
+
         with torch.no_grad():
-            logits = model(input_ids=torch.tensor([ids], device="cuda"), use_cache=False).logits[0].float().cpu()
+            logits = load()(input_ids=torch.tensor([ids], device="cuda"), use_cache=False).logits[0].float().cpu()
+            model = load()
             n = len(o["prompt_ids"])
             step = model(input_ids=torch.tensor([ids[:n]], device="cuda"), use_cache=True)
             rows, past = [step.logits[0].float().cpu()], step.past_key_values

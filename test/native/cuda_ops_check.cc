@@ -374,6 +374,134 @@ void check_attention(const AttnCase& c) {
   report(name, nmse(to_vec(out), ref), tol_for(c.dt, 1e-4, 1e-5));
 }
 
+// The kv_len hint of a captured decode step: S is the capacity, later slots are empty (their
+// positions lie in the future); with the hint they are skipped, and the result must not change.
+void check_kv_len_hint(int64_t len, int64_t cap, int64_t d, DType dt) {
+  Pair q = make({1, 32, d}, dt, -2, 2), k = make({8, cap, d}, dt, -2, 2), v = make({8, cap, d}, dt);
+  std::vector<int32_t> kp(static_cast<size_t>(cap));
+  for (int64_t i = 0; i < cap; ++i) kp[i] = static_cast<int32_t>(i);
+  Pair kpt = make_ints(kp), qpt = make_ints({static_cast<int32_t>(len - 1)}), lt = make_ints({static_cast<int32_t>(len)});
+  AttentionArgs a;
+  a.scale = 0.09f;
+  Tensor plain = poisoned({1, 32, d}, dt), hinted = poisoned({1, 32, d}, dt);
+  ops::attention(q.dev, k.dev, v.dev, qpt.dev, kpt.dev, a, plain);
+  a.kv_len = lt.dev;
+  ops::attention(q.dev, k.dev, v.dev, qpt.dev, kpt.dev, a, hinted);
+  report("attention kv_len hint len=" + std::to_string(len) + " cap=" + std::to_string(cap) + " " + dn(dt) + " (== no hint)",
+         nmse(to_vec(hinted), to_vec(plain)), 0.0);
+}
+
+// add_rms_norm must equal add followed by rms_norm exactly (decode graphs rely on it).
+void check_add_rms_norm(int64_t rows, int64_t h, DType d, bool add_one) {
+  Pair x = make({rows, h}, d, -3, 3), b = make({rows, h}, d, -1, 1), w = make({h}, d);
+  Tensor x1 = Tensor::empty({rows, h}, d, Device::kCUDA), x2 = Tensor::empty({rows, h}, d, Device::kCUDA);
+  x1.copy_from(x.dev);
+  x2.copy_from(x.dev);
+  Tensor y1 = poisoned({rows, h}, d), y2 = poisoned({rows, h}, d);
+  ops::add(x1, b.dev, x1);
+  ops::rms_norm(x1, w.dev, 1e-6f, add_one, y1);
+  ops::add_rms_norm(x2, b.dev, w.dev, 1e-6f, add_one, y2);
+  std::string name = "add_rms_norm rows=" + std::to_string(rows) + " h=" + std::to_string(h) + " " + dn(d);
+  report(name + " y == add; rms_norm", nmse(to_vec(y2), to_vec(y1)), 0.0);
+  report(name + " x == add", nmse(to_vec(x2), to_vec(x1)), 0.0);
+}
+
+// gated_matmul on a fused [gate; up] weight must equal matmul on each half then gated_act.
+void check_gated_matmul(int64_t m, int64_t f, int64_t k, DType d, bool bias, Activation act) {
+  Pair x = make({m, k}, d), w = make({2 * f, k}, d, -0.2, 0.2), b = make({2 * f}, d);
+  Tensor gate = Tensor::empty({m, f}, d, Device::kCUDA), up = Tensor::empty({m, f}, d, Device::kCUDA);
+  Tensor bg = b.dev.slice_rows(0, f), bu = b.dev.slice_rows(f, 2 * f);
+  ops::matmul(x.dev, w.dev.slice_rows(0, f), bias ? &bg : nullptr, gate);
+  ops::matmul(x.dev, w.dev.slice_rows(f, 2 * f), bias ? &bu : nullptr, up);
+  Tensor ref = poisoned({m, f}, d), got = poisoned({m, f}, d);
+  ops::gated_act(gate, up, act, ref);
+  ops::gated_matmul(x.dev, w.dev, bias ? &b.dev : nullptr, act, got);
+  report("gated_matmul M=" + std::to_string(m) + " F=" + std::to_string(f) + " K=" + std::to_string(k) + " " + dn(d) +
+             (bias ? " +bias" : "") + " == matmul; gated_act",
+         nmse(to_vec(got), to_vec(ref)), 0.0);
+}
+
+// argmax against a host scan: first maximum, ties to the lower index, NaN skipped.
+void check_argmax(int64_t rows, int64_t n, DType d) {
+  Pair x = make({rows, n}, d, -5, 5);
+  Vec host = x.host;
+  for (int64_t r = 0; r < rows; ++r) {  // a tie at the maximum (later copy must lose), a NaN
+    const int64_t a = (r * 7919) % n, b = (a + n / 2 + 1) % n;
+    host[r * n + std::min(a, b)] = 9.0;
+    host[r * n + std::max(a, b)] = 9.0;
+    host[r * n + (a + 3) % n] = NAN;
+  }
+  Tensor dev = host_tensor(host, {rows, n}, d).to(Device::kCUDA);
+  Tensor idx = Tensor::empty({rows}, DType::I32, Device::kCUDA);
+  ops::argmax(dev, idx);
+  Vec got = to_vec(idx), ref(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      double v = host[r * n + i];
+      if (std::isnan(v)) continue;
+      if (best < 0 || v > host[r * n + best]) best = i;
+    }
+    ref[r] = static_cast<double>(best);
+  }
+  report("argmax rows=" + std::to_string(rows) + " n=" + std::to_string(n) + " " + dn(d), nmse(got, ref), 0.0);
+}
+
+// A recorded graph: its ops read an input buffer rewritten between replays and write into the
+// graph's arena; each replay must equal the eager ops on that input.
+void check_graph() {
+  Backend& be = backend(Device::kCUDA);
+  const int64_t h = 4096;
+  Pair w = make({h}, DType::BF16);
+  Tensor in = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
+  if (!be.begin_capture()) {
+    ++failures;
+    std::printf("FAIL graph capture is not available\n");
+    return;
+  }
+  std::unique_ptr<DeviceGraph> graph;
+  Tensor y, idx;
+  try {
+    y = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
+    Tensor tmp = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
+    ops::rms_norm(in, w.dev, 1e-5f, false, tmp);
+    ops::add(tmp, in, y);
+    idx = Tensor::empty({1}, DType::I32, Device::kCUDA);
+    ops::argmax(y, idx);
+    graph = be.end_capture();
+  } catch (const Error& e) {
+    be.abort_capture();
+    throw;
+  }
+  for (int round = 0; round < 3; ++round) {
+    Pair x = make({1, h}, DType::BF16, -3, 3);
+    in.copy_from(x.dev);
+    graph->launch();
+    Tensor ey = Tensor::empty({1, h}, DType::BF16, Device::kCUDA), et = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
+    ops::rms_norm(x.dev, w.dev, 1e-5f, false, et);
+    ops::add(et, x.dev, ey);
+    Tensor eidx = Tensor::empty({1}, DType::I32, Device::kCUDA);
+    ops::argmax(ey, eidx);
+    report("graph replay " + std::to_string(round) + " == eager (rms_norm, add)", nmse(to_vec(y), to_vec(ey)), 0.0);
+    report("graph replay " + std::to_string(round) + " == eager (argmax)", nmse(to_vec(idx), to_vec(eidx)), 0.0);
+  }
+  bool refused = false;
+  if (be.begin_capture()) {
+    try {
+      Tensor t = Tensor::empty({4}, DType::F32, Device::kCUDA);
+      Tensor host = Tensor::zeros({4}, DType::F32);
+      t.copy_from(host);  // a host copy inside a capture must fail cleanly
+    } catch (const Error&) {
+      refused = true;
+    }
+    be.abort_capture();
+  }
+  if (!refused) ++failures;
+  std::printf("%-4s a host copy inside a capture is a typed error, and the capture is discarded\n", refused ? "ok" : "FAIL");
+  ops::rms_norm(in, w.dev, 1e-5f, false, in);  // eager work still runs after the aborted capture
+  be.synchronize();
+}
+
 void check_oom() {
   bool ok = false;
   try {
@@ -498,6 +626,22 @@ int main(int argc, char** argv) {
         {"long prefill", 1024, 4, 1, 1024, 128, 0, true, 0, 0.0f, false, B},
     };
     for (const auto& c : cases) check_attention(c);
+    check_kv_len_hint(601, 1024, 128, B);
+    check_kv_len_hint(3, 4096, 128, B);
+    check_kv_len_hint(100, 256, 256, F);
+    for (DType d : {F, B, H}) {
+      check_add_rms_norm(1, 4096, d, false);
+      check_add_rms_norm(5, 1001, d, true);
+      check_argmax(1, 128256, d);
+      check_argmax(3, 1000, d);
+    }
+    check_argmax(2, 7, F);
+    check_gated_matmul(1, 14336, 4096, B, false, Activation::kSiLU);
+    check_gated_matmul(1, 1001, 1000, B, true, Activation::kGeluTanh);
+    check_gated_matmul(1, 300, 264, H, false, Activation::kGeluExact);
+    check_gated_matmul(1, 100, 1001, B, false, Activation::kSiLU);  // generic path (K % 8 != 0)
+    check_gated_matmul(3, 100, 256, F, true, Activation::kSiLU);    // generic path (f32, 3 rows)
+    check_graph();
     check_oom();
     if (do_bench) bench();
   } catch (const Error& e) {

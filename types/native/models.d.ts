@@ -1,25 +1,13 @@
 // Exports of cpp/addon/model.cc (the models area): loading a checkpoint, forward passes on a fresh
 // cache, greedy decoding, and sessions holding one sequence's KV caches for incremental decoding.
 
-/** Hyperparameters as the native loader read them from config.json (any dialect). */
-export interface NativeModelConfig {
-  modelType: string;
-  vocabSize: number;
-  hiddenSize: number;
-  intermediateSize: number;
-  numLayers: number;
-  numHeads: number;
-  numKvHeads: number;
-  headDim: number;
-  maxPositionEmbeddings: number;
-  /** 0 when no layer uses sliding-window attention. */
-  slidingWindow: number;
-  layerTypes: Array<'full_attention' | 'sliding_attention'>;
-  tieWordEmbeddings: boolean;
-  finalLogitSoftcapping: number;
-  attnLogitSoftcapping: number;
-  eosTokenIds: number[];
-  bosTokenId: number | null;
+import type { NativeModelConfig as NativeCheckpointConfig } from './artifacts.js';
+
+/**
+ * Hyperparameters of a loaded model: the checkpoint config as the native loader read it (any
+ * dialect; see artifacts.d.ts), with torchDtype '' when config.json names none and `quantized`.
+ */
+export interface NativeModelConfig extends Omit<NativeCheckpointConfig, 'torchDtype'> {
   /** torch_dtype / dtype of config.json ('' when absent). */
   torchDtype: string;
   quantized: boolean;

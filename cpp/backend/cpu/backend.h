@@ -32,7 +32,6 @@ class CpuBackend final : public Backend {
   void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) override;
   void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
                        const AttentionArgs& args, Tensor& out) override;
-  void argmax_rows(const Tensor& x, Tensor& out) override;
 };
 
 }  // namespace mlxb::cpu

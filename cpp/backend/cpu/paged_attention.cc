@@ -3,8 +3,6 @@
 // - paged_attention: per row, the row's keys/values are gathered from the pool in position order
 //   and the attention kernel runs on them, so every query gets bit for bit what `attention` gives
 //   it over a contiguous cache of the same positions (the batch-invariance contract).
-// - argmax_rows: index of each row's maximum, lowest index on ties, NaN never wins.
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -113,34 +111,6 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor&
     attention(qr, kr, vr, Tensor::wrap(qpos.data(), {cnt[r]}, DType::I32), Tensor::wrap(pos.data(), {n}, DType::I32), args,
               orow);
   }
-}
-
-void CpuBackend::argmax_rows(const Tensor& x, Tensor& out) {
-  const char* op = "argmax_rows";
-  check_host(op, "x", x);
-  check_host(op, "out", out);
-  check_float(op, "x", x);
-  check_dtype(op, "out", out, DType::I32);
-  MLXB_ARG(x.ndim() == 2 && x.dim(1) > 0 && out.numel() == x.dim(0), op,
-           "x must be [R, V] with V > 0 and out [R]: " + x.describe() + ", " + out.describe());
-  const int64_t r_count = x.dim(0), v = x.dim(1);
-  int32_t* o = out.ptr<int32_t>();
-  parallel_for(r_count, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const char* row = elem_ptr(x, r * v);
-      int64_t best = 0;
-      float bv = -INFINITY;
-      for (int64_t j = 0; j < v; ++j) {
-        float f = load_f32(row, x.dtype(), j);
-        if (f != f) f = -INFINITY;  // NaN counts as -inf: it never wins over a number
-        if (f > bv) {
-          bv = f;
-          best = j;
-        }
-      }
-      o[r] = static_cast<int32_t>(best);
-    }
-  });
 }
 
 }  // namespace mlxb::cpu

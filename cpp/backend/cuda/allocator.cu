@@ -4,6 +4,8 @@
 // stream, so a block freed on the host may be reused by later work on that stream at once.
 // When cudaMalloc fails the cache is emptied and the call retried; a second failure is
 // kOutOfMemory naming the size and the free memory.
+// While a thread captures a graph (graph.cu) its allocations come from that graph's Arena instead:
+// chunks carved in order, freed blocks reused within the capture, everything released together.
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -35,17 +37,92 @@ int64_t round_size(int64_t bytes) {
 
 std::string mib(int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; }
 
+[[noreturn]] void out_of_memory(int64_t bytes, const char* what) {
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  fail(ErrorCode::kOutOfMemory, std::string("CUDA out of memory: ") + what + " needs " + mib(bytes) + " of device memory; " +
+                                    mib(static_cast<int64_t>(free_b)) + " free of " + mib(static_cast<int64_t>(total_b)),
+       what);
+}
+
+thread_local Arena* t_arena = nullptr;
+
 void release_cache_locked(Pool& p) {
   if (p.free_blocks.empty()) return;
-  cudaStreamSynchronize(stream());
+  cudaStreamSynchronize(main_stream());
   for (auto& [size, ptr] : p.free_blocks) cudaFree(ptr);
   p.free_blocks.clear();
   p.cached_bytes = 0;
 }
 }  // namespace
 
+struct Arena {
+  static constexpr int64_t kChunk = 32 << 20;
+  std::vector<void*> chunks;
+  char* cur = nullptr;
+  int64_t left = 0;
+  std::multimap<int64_t, void*> free_blocks;
+  std::unordered_map<void*, int64_t> live;
+
+  void* alloc(int64_t bytes, const char* what) {
+    const int64_t size = (bytes + 255) / 256 * 256;
+    auto it = free_blocks.find(size);
+    if (it != free_blocks.end()) {
+      void* p = it->second;
+      free_blocks.erase(it);
+      live[p] = size;
+      return p;
+    }
+    if (size > left) {
+      const int64_t chunk = size > kChunk ? size : kChunk;
+      void* c = nullptr;
+      if (cudaMalloc(&c, static_cast<size_t>(chunk)) != cudaSuccess) {
+        cudaGetLastError();
+        out_of_memory(size, what);
+      }
+      chunks.push_back(c);
+      cur = static_cast<char*>(c);
+      left = chunk;
+    }
+    void* p = cur;
+    cur += size;
+    left -= size;
+    live[p] = size;
+    return p;
+  }
+  // The first chunk, taken before a capture starts (no cudaMalloc inside the common case).
+  void prime() {
+    if (chunks.empty()) free(alloc(kChunk / 2, "a graph's arena"));
+  }
+  bool free(void* p) {
+    auto it = live.find(p);
+    if (it == live.end()) return false;
+    free_blocks.emplace(it->second, p);
+    live.erase(it);
+    return true;
+  }
+};
+
+Arena* arena_create() {
+  Arena* a = new Arena();
+  try {
+    a->prime();
+  } catch (...) {
+    delete a;
+    throw;
+  }
+  return a;
+}
+void arena_destroy(Arena* a) {
+  if (!a) return;
+  for (void* c : a->chunks) cudaFree(c);
+  delete a;
+}
+void set_thread_arena(Arena* a) { t_arena = a; }
+
 void* device_alloc(int64_t bytes, const char* what) {
   if (bytes <= 0) bytes = 1;
+  if (t_arena) return t_arena->alloc(bytes, what);
   int64_t size = round_size(bytes);
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
@@ -68,11 +145,7 @@ void* device_alloc(int64_t bytes, const char* what) {
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
-    size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
-    fail(ErrorCode::kOutOfMemory, std::string("CUDA out of memory: ") + what + " needs " + mib(bytes) + " of device memory; " +
-                                      mib(static_cast<int64_t>(free_b)) + " free of " + mib(static_cast<int64_t>(total_b)),
-         what);
+    out_of_memory(bytes, what);
   }
   p.live[ptr] = size;
   return ptr;
@@ -80,6 +153,7 @@ void* device_alloc(int64_t bytes, const char* what) {
 
 void device_free(void* ptr) {
   if (!ptr) return;
+  if (t_arena && t_arena->free(ptr)) return;
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
   auto it = p.live.find(ptr);

@@ -23,13 +23,14 @@ template <int kD, bool kVec, typename TQ, typename TKV>
 static __global__ void __launch_bounds__(kSplitWarps * 32)
     split_kernel(const TQ* __restrict__ q, const TKV* __restrict__ k, const TKV* __restrict__ v, const int32_t* __restrict__ q_pos,
                  const int32_t* __restrict__ k_pos, AttnShape sh, float scale, float softcap, bool causal, int window,
-                 int64_t keys_per_split, float* __restrict__ part, TQ* __restrict__ out) {
+                 int64_t keys_per_split, const int32_t* __restrict__ kv_len, float* __restrict__ part, TQ* __restrict__ out) {
   __shared__ float qs[kSplitWarps][kMaxDim];
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int64_t t = blockIdx.x / sh.hkv, g = blockIdx.x % sh.hkv;
   int64_t group = sh.hq / sh.hkv;
   int split = blockIdx.y, splits = gridDim.y;
   int64_t j0 = split * keys_per_split, j1 = min(sh.s, j0 + keys_per_split);
+  if (kv_len) j1 = min(j1, static_cast<int64_t>(*kv_len));  // later slots hold no visible key
   const TKV* kh = k + g * sh.kv_stride;
   const TKV* vh = v + g * sh.kv_stride;
   int qp = q_pos[t];
@@ -142,6 +143,7 @@ static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   splits = ceil_div(std::max<int64_t>(sh.s, 1), per);
   dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(splits));
   int window = static_cast<int>(std::min<int64_t>(args.window, INT32_MAX));
+  const int32_t* kv_len = args.kv_len.defined() ? args.kv_len.ptr<int32_t>() : nullptr;
   bool vec = sh.d % 8 == 0 && sh.kv_stride % 8 == 0 && reinterpret_cast<uintptr_t>(k.data()) % 16 == 0;
   auto kernel = !vec ? split_kernel<0, false, TQ, TKV>
                 : sh.d == 64 ? split_kernel<64, true, TQ, TKV>
@@ -150,14 +152,14 @@ static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   if (splits == 1) {
     kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
                                                                    k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal,
-                                                                   window, per, nullptr, out.ptr<TQ>());
+                                                                   window, per, kv_len, nullptr, out.ptr<TQ>());
     MLXB_CUDA_LAUNCHED("attention (split)");
     return;
   }
   Scratch part(rows * splits * (sh.d + 2) * static_cast<int64_t>(sizeof(float)), "the attention split workspace");
   kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
                                                                  k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal,
-                                                                 window, per, part.as<float>(), out.ptr<TQ>());
+                                                                 window, per, kv_len, part.as<float>(), out.ptr<TQ>());
   MLXB_CUDA_LAUNCHED("attention (split)");
   combine_kernel<TQ><<<static_cast<unsigned>(rows), sh.d > 128 ? 256 : 128, 0, stream()>>>(part.as<float>(), static_cast<int>(splits),
                                                                                           sh.d, out.ptr<TQ>());
@@ -185,6 +187,11 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   if (sh.hkv == 0 || sh.hq % sh.hkv != 0)
     fail(ErrorCode::kInvalidArgument, "cuda attention: query heads must be a multiple of key/value heads");
   if (q_pos.numel() != sh.t || k_pos.numel() != sh.s) fail(ErrorCode::kInvalidArgument, "cuda attention: position counts do not match");
+  if (args.kv_len.defined()) {
+    check_device(args.kv_len, "attention", "kv_len");
+    if (args.kv_len.dtype() != DType::I32 || args.kv_len.numel() != 1)
+      fail(ErrorCode::kInvalidArgument, "cuda attention: kv_len must be one int32");
+  }
   if (out.dtype() != q.dtype() || v.dtype() != k.dtype())
     fail(ErrorCode::kUnsupported, "cuda attention: out must have q's dtype and v k's dtype");
   if (sh.d > kMaxDim) fail(ErrorCode::kUnsupported, "cuda attention: head_dim " + std::to_string(sh.d) + " > 256");

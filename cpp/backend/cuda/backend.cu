@@ -62,7 +62,12 @@ DeviceState& state() {
 }
 }  // namespace
 
-cudaStream_t stream() { return state().stream; }
+namespace {
+thread_local cudaStream_t t_capture_stream = nullptr;
+}
+cudaStream_t main_stream() { return state().stream; }
+cudaStream_t stream() { return t_capture_stream ? t_capture_stream : state().stream; }
+void set_capture_stream(cudaStream_t s) { t_capture_stream = s; }
 int sm_count() { return state().sms; }
 int max_smem_optin() { return state().smem_optin; }
 
@@ -134,6 +139,8 @@ void CudaBackend::copy(void* dst, Device dst_dev, const void* src, Device src_de
   if (bytes <= 0) return;
   cudaMemcpyKind kind = dst_dev == Device::kCUDA ? (src_dev == Device::kCUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                                  : (src_dev == Device::kCUDA ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  if (t_capture_stream && kind != cudaMemcpyDeviceToDevice)
+    fail(ErrorCode::kInternal, "cuda: a host copy was queued while a graph was being captured");
   if (kind == cudaMemcpyHostToDevice && staged_upload(dst, src, bytes)) return;
   MLXB_CUDA_OK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), kind, stream()));
   // Host memory must be complete (D2H) or reusable (large H2D from pageable memory) on return.
@@ -141,13 +148,6 @@ void CudaBackend::copy(void* dst, Device dst_dev, const void* src, Device src_de
 }
 
 void CudaBackend::synchronize() { MLXB_CUDA_OK(cudaStreamSynchronize(stream())); }
-
-void CudaBackend::qmatmul(const Tensor&, const QuantWeight&, const Tensor*, Tensor&) {
-  fail(ErrorCode::kUnsupported, "cuda: quantized matmul is not implemented on the CUDA backend yet");
-}
-void CudaBackend::qembedding(const QuantWeight&, const Tensor&, float, Tensor&) {
-  fail(ErrorCode::kUnsupported, "cuda: quantized embedding is not implemented on the CUDA backend yet");
-}
 
 }  // namespace cuda
 

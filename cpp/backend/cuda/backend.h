@@ -34,7 +34,12 @@ class CudaBackend final : public Backend {
   void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) override;
   void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
                        const AttentionArgs& args, Tensor& out) override;
-  void argmax_rows(const Tensor& x, Tensor& out) override;
+  void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) override;
+  void argmax(const Tensor& x, Tensor& out) override;
+  void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) override;
+  bool begin_capture() override;                        // graph.cu
+  std::unique_ptr<DeviceGraph> end_capture() override;  // graph.cu
+  void abort_capture() override;                        // graph.cu
 };
 
 }  // namespace mlxb::cuda

@@ -24,13 +24,23 @@ namespace mlxb::cuda {
 // After a launch: a bad configuration surfaces here, not at the next sync.
 #define MLXB_CUDA_LAUNCHED(name) MLXB_CUDA_OK(cudaGetLastError())
 
+// The stream every op and copy is queued on: the backend's one stream, or while the calling
+// thread captures a graph (graph.cu), its capture stream.
 cudaStream_t stream();
+cudaStream_t main_stream();
+void set_capture_stream(cudaStream_t s);  // nullptr: back to the main stream
 int sm_count();
 int max_smem_optin();  // bytes of shared memory one block may opt into
 
 // Device memory from the caching allocator (allocator.cu). Released when the guard dies.
 void* device_alloc(int64_t bytes, const char* what);
 void device_free(void* p);
+// While a thread captures a graph its allocations come from an arena (allocator.cu): blocks
+// freed during the capture are reused within it, and all of it is released with the graph.
+struct Arena;
+Arena* arena_create();
+void arena_destroy(Arena* a);        // the graph using it must be destroyed first
+void set_thread_arena(Arena* a);     // nullptr: back to the caching pool
 struct Scratch {
   void* p = nullptr;
   Scratch(int64_t bytes, const char* what) : p(device_alloc(bytes, what)) {}

@@ -1,21 +1,10 @@
 // out[T,F] = act(gate) * up with act SiLU, exact GELU (erf) or tanh-approximated GELU, computed
 // in float32. gate/up/out contiguous, same element count; out may alias gate or up.
 #include "backend/cuda/backend.h"
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/common.cuh"
 
 namespace mlxb::cuda {
-
-template <Activation A>
-static __device__ __forceinline__ float activate(float g) {
-  if constexpr (A == Activation::kSiLU) {
-    return g / (1.0f + expf(-g));
-  } else if constexpr (A == Activation::kGeluExact) {
-    return 0.5f * g * (1.0f + erff(g * 0.70710678118654752f));
-  } else {
-    const float c = 0.79788456080286536f;  // sqrt(2/pi)
-    return 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g)));
-  }
-}
 
 template <Activation A, typename TG, typename TU, typename TO>
 static __global__ void gated_kernel(const TG* gate, const TU* up, TO* out, int64_t n) {

@@ -5,6 +5,7 @@
 // y always has x's dtype (the activation dtype); w may differ.
 // - anything else (mixed dtypes, no cuBLASLt): a tiled SIMT kernel in float32 (gemm_kernel).
 #include "backend/cuda/backend.h"
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cublaslt.h"
 #include "backend/cuda/reduce.cuh"
@@ -12,13 +13,16 @@
 namespace mlxb::cuda {
 
 constexpr int kGemvWarps = 4;
-constexpr int kGemvUnroll = 4;
+// 16-byte weight loads in flight per lane: more for one or two rows (decode), where the kernel is
+// bound by memory latency per warp; the order of accumulation does not depend on it.
+template <int M> constexpr int gemv_unroll() { return M <= 2 ? 8 : 4; }
 
 // One warp per output column n. kVec: K % 8 == 0 and 16-byte aligned rows (vector loads).
 template <int M, bool kVec, typename TX, typename TW, typename TY>
 static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
                                                                       const TW* __restrict__ bias, TY* __restrict__ y,
                                                                       int64_t n_count, int64_t k_count) {
+  constexpr int kGemvUnroll = gemv_unroll<M>();
   int lane = threadIdx.x & 31;
   int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
   if (n >= n_count) return;
@@ -92,6 +96,54 @@ static void gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
     case 6: launch_gemv<6, TX, TW, TY>(x, w, bias, y, n, k); break;
     case 7: launch_gemv<7, TX, TW, TY>(x, w, bias, y, n, k); break;
     default: launch_gemv<8, TX, TW, TY>(x, w, bias, y, n, k); break;
+  }
+}
+
+// Fused gate/up GEMV for one row: w is [gate; up] ([2F, K]); warp n computes rows n and F + n
+// (both weight streams in flight), rounds each to TY as matmul would, and writes act(g) * u as
+// gated_act would: the same results as matmul followed by gated_act, in one launch.
+template <Activation A, typename TX, typename TW, typename TY>
+static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_gated_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
+                                                                            const TW* __restrict__ bias, TY* __restrict__ y,
+                                                                            int64_t f_count, int64_t k_count) {
+  constexpr int U = 8;
+  int lane = threadIdx.x & 31;
+  int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+  if (n >= f_count) return;
+  const TW* wg = w + n * k_count;
+  const TW* wu = w + (f_count + n) * k_count;
+  float ag = 0.0f, au = 0.0f;
+  int64_t vecs = k_count / 8;
+  int64_t v = lane;
+  for (; v + 32 * (U - 1) < vecs; v += 32 * U) {
+    float gv[U][8], uv[U][8];
+#pragma unroll
+    for (int u = 0; u < U; ++u) { load8(wg + (v + 32 * u) * 8, gv[u]); load8(wu + (v + 32 * u) * 8, uv[u]); }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float xv[8];
+      load8(x + (v + 32 * u) * 8, xv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ag = fmaf(gv[u][j], xv[j], ag);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) au = fmaf(uv[u][j], xv[j], au);
+    }
+  }
+  for (; v < vecs; v += 32) {
+    float gv[8], uv[8], xv[8];
+    load8(wg + v * 8, gv);
+    load8(wu + v * 8, uv);
+    load8(x + v * 8, xv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ag = fmaf(gv[j], xv[j], ag);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) au = fmaf(uv[j], xv[j], au);
+  }
+  float g = warp_sum(ag), u = warp_sum(au);
+  if (lane == 0) {
+    float bg = bias ? to_f32(bias[n]) : 0.0f, bu = bias ? to_f32(bias[f_count + n]) : 0.0f;
+    float gr = to_f32(from_f32<TY>(g + bg)), ur = to_f32(from_f32<TY>(u + bu));
+    y[n] = from_f32<TY>(activate<A>(gr) * ur);
   }
 }
 
@@ -187,6 +239,41 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
       gemm_kernel<TX, TW, TX><<<grid, 256, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), bias ? bias->ptr<TW>() : nullptr, y.ptr<TX>(), m,
                                                           n, k)));
   MLXB_CUDA_LAUNCHED("matmul (gemm)");
+}
+
+}  // namespace mlxb::cuda
+
+namespace mlxb::cuda {
+
+void CudaBackend::gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
+  const bool one_row = x.ndim() >= 1 && w.ndim() == 2 && x.numel() == w.dim(1) && w.dim(0) % 2 == 0 && out.numel() * 2 == w.dim(0);
+  const bool fits = one_row && x.device() == Device::kCUDA && w.device() == Device::kCUDA && out.device() == Device::kCUDA &&
+                    x.is_contiguous() && w.is_contiguous() && out.is_contiguous() && x.dtype() == out.dtype() &&
+                    (x.dtype() == DType::BF16 || x.dtype() == DType::F16) && w.dtype() == x.dtype() && w.dim(1) % 8 == 0 &&
+                    reinterpret_cast<uintptr_t>(x.data()) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 &&
+                    (!bias || (bias->device() == Device::kCUDA && bias->dtype() == w.dtype() && bias->numel() == w.dim(0) &&
+                               bias->is_contiguous()));
+  if (!fits) {
+    Backend::gated_matmul(x, w, bias, act, out);
+    return;
+  }
+  const int64_t f = w.dim(0) / 2, k = w.dim(1);
+  unsigned grid = static_cast<unsigned>(ceil_div(f, kGemvWarps));
+  MLXB_FLOAT_SWITCH(x.dtype(), T, {
+    const T* b = bias ? bias->ptr<T>() : nullptr;
+    switch (act) {
+      case Activation::kSiLU:
+        gemv_gated_kernel<Activation::kSiLU, T, T, T><<<grid, kGemvWarps * 32, 0, stream()>>>(x.ptr<T>(), w.ptr<T>(), b, out.ptr<T>(), f, k);
+        break;
+      case Activation::kGeluExact:
+        gemv_gated_kernel<Activation::kGeluExact, T, T, T><<<grid, kGemvWarps * 32, 0, stream()>>>(x.ptr<T>(), w.ptr<T>(), b, out.ptr<T>(), f, k);
+        break;
+      case Activation::kGeluTanh:
+        gemv_gated_kernel<Activation::kGeluTanh, T, T, T><<<grid, kGemvWarps * 32, 0, stream()>>>(x.ptr<T>(), w.ptr<T>(), b, out.ptr<T>(), f, k);
+        break;
+    }
+  });
+  MLXB_CUDA_LAUNCHED("gated_matmul (gemv)");
 }
 
 }  // namespace mlxb::cuda

@@ -6,9 +6,6 @@
 //   partial (max, sum, output) are merged through shared memory. Causal and sliding-window rows
 //   only visit their visible key range.
 // - kv_gather: out[h, i, :] = cache[h, slots[i], :] (prefill rows gather once, then use flash).
-// - argmax_rows: one block per row, (value, index) reduction, lowest index on ties, NaN = -inf.
-#include <cfloat>
-
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
 
@@ -178,50 +175,6 @@ __global__ void gather_kernel(const T* __restrict__ cache, int64_t stride0, cons
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dst[j] = src[j];
 }
 
-template <typename T>
-__global__ void argmax_kernel(const T* __restrict__ x, int64_t v, int32_t* __restrict__ out) {
-  const T* row = x + static_cast<int64_t>(blockIdx.x) * v;
-  float best = -INFINITY;
-  int64_t bi = 0;
-  bool seen = false;
-  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-    float f = to_f32(row[j]);
-    if (f != f) f = -INFINITY;
-    if (!seen || f > best) {
-      best = f;
-      bi = j;
-      seen = true;
-    }
-  }
-  if (!seen) bi = INT64_MAX;
-  // (value, index): larger value wins, then the lower index.
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ob > best || (ob == best && oi < bi)) {
-      best = ob;
-      bi = oi;
-    }
-  }
-  __shared__ float sb[32];
-  __shared__ int64_t si[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  if (lane == 0) {
-    sb[warp] = best;
-    si[warp] = bi;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < warps; ++w)
-      if (sb[w] > best || (sb[w] == best && si[w] < bi)) {
-        best = sb[w];
-        bi = si[w];
-      }
-    out[blockIdx.x] = static_cast<int32_t>(bi);
-  }
-}
-
 void check_i32(const Tensor& t, const char* op, const char* name) {
   check_device(t, op, name);
   check_contiguous(t, op, name);
@@ -300,19 +253,6 @@ void CudaBackend::kv_gather(const Tensor& cache, const Tensor& slots, Tensor& ou
       gather_kernel<T><<<grid, threads, 0, stream()>>>(cache.ptr<T>(), cache.stride(0), slots.ptr<int32_t>(), n, cache.dim(2),
                                                       out.ptr<T>()));
   MLXB_CUDA_LAUNCHED("kv_gather");
-}
-
-void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
-  const char* op = "argmax_rows";
-  check_device(x, op, "x"); check_float(x, op, "x"); check_contiguous(x, op, "x");
-  check_i32(out, op, "out");
-  if (x.ndim() != 2 || x.dim(1) <= 0 || out.numel() != x.dim(0))
-    fail(ErrorCode::kInvalidArgument, "cuda argmax_rows: x must be [R, V] with V > 0 and out [R]: " + x.describe());
-  if (x.dim(0) == 0) return;
-  if (x.dim(0) > INT32_MAX) fail(ErrorCode::kUnsupported, "cuda argmax_rows: too many rows");
-  MLXB_FLOAT_SWITCH(x.dtype(), T,
-      argmax_kernel<T><<<static_cast<unsigned>(x.dim(0)), 1024, 0, stream()>>>(x.ptr<T>(), x.dim(1), out.ptr<int32_t>()));
-  MLXB_CUDA_LAUNCHED("argmax_rows");
 }
 
 }  // namespace mlxb::cuda

@@ -3,11 +3,10 @@
  * of P seeded random token ids, then N greedy tokens with no stop token, R times; prints the
  * median prefill tokens/s, decode tokens/s and time to first token.
  */
-import { parseArgs } from 'node:util';
 
 import { loadLanguageModel } from '../../generation/index.js';
 import { InvalidArgumentError } from '../../errors.js';
-import { loadProgress, num, processIO, reportError, type CommandIO } from '../common.js';
+import { loadProgress, num, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
 import { loadOptions, MODEL_FLAGS, MODEL_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun bench -m <checkpoint-dir> [options]
@@ -31,32 +30,18 @@ function median(xs: number[]): number {
 }
 
 export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      options: { ...MODEL_FLAGS, 'prompt-tokens': { type: 'string', short: 'p' }, 'gen-tokens': { type: 'string', short: 'n' }, repeats: { type: 'string', short: 'r' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-    });
-  } catch (e) {
-    io.stderr.write(`mlx-bun bench: ${(e as Error).message}\n${usage}\n`);
-    return 2;
-  }
+  const parsed = parseCommandLine('bench', usage, io, argv, {
+    options: { ...MODEL_FLAGS, 'prompt-tokens': { type: 'string', short: 'p' }, 'gen-tokens': { type: 'string', short: 'n' }, repeats: { type: 'string', short: 'r' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+  }, ['model']);
+  if (typeof parsed === 'number') return parsed;
   const { values } = parsed;
-  if (values.help) {
-    io.stdout.write(usage + '\n');
-    return 0;
-  }
-  if (!values.model) {
-    io.stderr.write(`mlx-bun bench: --model is required\n${usage}\n`);
-    return 2;
-  }
+  const model = values.model!;
   try {
     const p = intFlag(values['prompt-tokens'], 'prompt-tokens', 128, 1 << 20);
     const n = intFlag(values['gen-tokens'], 'gen-tokens', 64, 1 << 20);
     const repeats = intFlag(values.repeats, 'repeats', 3, 1000);
     const progress = loadProgress(io, 'loading');
-    const lm = await loadLanguageModel(values.model, { ...loadOptions(values), onProgress: (x) => progress.update(x.fraction, x.phase) });
+    const lm = await loadLanguageModel(model, { ...loadOptions(values), onProgress: (x) => progress.update(x.fraction, x.phase) });
     progress.done();
     try {
       let s = 12345;
@@ -71,14 +56,14 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
         ttft.push(r.timeToFirstTokenMs);
       }
       const out = {
-        model: values.model, device: lm.model.device, promptTokens: p, generatedTokens: n, repeats,
+        model, device: lm.model.device, promptTokens: p, generatedTokens: n, repeats,
         prefillTokensPerSecond: median(prefill), decodeTokensPerSecond: median(decode), timeToFirstTokenMs: median(ttft),
       };
       if (values.json) {
         io.stdout.write(JSON.stringify(out, null, 2) + '\n');
       } else {
         io.stdout.write(
-          `${values.model} (${lm.model.device}), median of ${repeats}\n` +
+          `${model} (${lm.model.device}), median of ${repeats}\n` +
           `prefill  ${p} tokens   ${out.prefillTokensPerSecond.toFixed(1)} tok/s   (first token ${out.timeToFirstTokenMs.toFixed(1)} ms)\n` +
           `decode   ${n} tokens   ${out.decodeTokensPerSecond.toFixed(1)} tok/s\n`,
         );

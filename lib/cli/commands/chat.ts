@@ -4,12 +4,11 @@
  * history, `/exit` or end of input quits; Ctrl-C stops the reply being generated.
  */
 import { createInterface } from 'node:readline';
-import { parseArgs } from 'node:util';
 
 import { loadLanguageModel } from '../../generation/index.js';
 import { InvalidArgumentError } from '../../errors.js';
 import type { ChatMessage } from '../../input/index.js';
-import { loadProgress, processIO, reportError, type CommandIO } from '../common.js';
+import { loadProgress, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
 import { generateOptions, loadOptions, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun chat -m <checkpoint-dir> [options]
@@ -21,22 +20,10 @@ ${MODEL_HELP}
 ${SAMPLING_HELP}`;
 
 export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: [...argv], options: { ...MODEL_FLAGS, ...SAMPLING_FLAGS, help: { type: 'boolean', short: 'h' } }, strict: true });
-  } catch (e) {
-    io.stderr.write(`mlx-bun chat: ${(e as Error).message}\n${usage}\n`);
-    return 2;
-  }
+  const parsed = parseCommandLine('chat', usage, io, argv, { options: { ...MODEL_FLAGS, ...SAMPLING_FLAGS, help: { type: 'boolean', short: 'h' } } }, ['model']);
+  if (typeof parsed === 'number') return parsed;
   const { values } = parsed;
-  if (values.help) {
-    io.stdout.write(usage + '\n');
-    return 0;
-  }
-  if (!values.model) {
-    io.stderr.write(`mlx-bun chat: --model is required\n${usage}\n`);
-    return 2;
-  }
+  const model = values.model!;
   let current: AbortController | undefined;
   const onSigint = () => {
     if (current) current.abort();
@@ -46,10 +33,10 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
   try {
     const options = generateOptions(values);
     const progress = loadProgress(io, 'loading');
-    const lm = await loadLanguageModel(values.model, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
+    const lm = await loadLanguageModel(model, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
     progress.done();
     try {
-      if (!lm.chatTemplate) throw new InvalidArgumentError(`${values.model} has no chat template; use mlx-bun generate --raw`, 'model');
+      if (!lm.chatTemplate) throw new InvalidArgumentError(`${model} has no chat template; use mlx-bun generate --raw`, 'model');
       const system: ChatMessage[] = values.system ? [{ role: 'system', content: values.system }] : [];
       let history: ChatMessage[] = [...system];
       const interactive = io.stderr.isTTY === true;

@@ -3,11 +3,10 @@
  * The prompt goes through the chat template as a user message when the checkpoint has one
  * (--raw sends it as is). Ctrl-C stops generation cleanly. --stats prints timing to stderr.
  */
-import { parseArgs } from 'node:util';
 
 import { loadLanguageModel, type GenerationInput } from '../../generation/index.js';
 import type { ChatMessage } from '../../input/index.js';
-import { loadProgress, processIO, reportError, type CommandIO } from '../common.js';
+import { loadProgress, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
 import { generateOptions, loadOptions, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun generate -m <checkpoint-dir> [options] [prompt]
@@ -29,27 +28,13 @@ async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
 }
 
 export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      options: { ...MODEL_FLAGS, ...SAMPLING_FLAGS, prompt: { type: 'string', short: 'p' }, raw: { type: 'boolean' }, stats: { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (e) {
-    io.stderr.write(`mlx-bun generate: ${(e as Error).message}\n${usage}\n`);
-    return 2;
-  }
+  const parsed = parseCommandLine('generate', usage, io, argv, {
+    options: { ...MODEL_FLAGS, ...SAMPLING_FLAGS, prompt: { type: 'string', short: 'p' }, raw: { type: 'boolean' }, stats: { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    allowPositionals: true,
+  }, ['model']);
+  if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
-  if (values.help) {
-    io.stdout.write(usage + '\n');
-    return 0;
-  }
-  if (!values.model) {
-    io.stderr.write(`mlx-bun generate: --model is required\n${usage}\n`);
-    return 2;
-  }
+  const model = values.model!;
   const ac = new AbortController();
   const onSigint = () => ac.abort();
   process.once('SIGINT', onSigint);
@@ -58,7 +43,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
     let prompt = values.prompt ?? (positionals.length > 0 ? positionals.join(' ') : undefined);
     if (prompt === undefined) prompt = io.stdin ? (await readAll(io.stdin)).replace(/\n$/, '') : '';
     const progress = loadProgress(io, 'loading');
-    const lm = await loadLanguageModel(values.model, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
+    const lm = await loadLanguageModel(model, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
     progress.done();
     try {
       let input: GenerationInput = prompt;

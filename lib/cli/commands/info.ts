@@ -2,11 +2,10 @@
  * `mlx-bun info DIR [--json]`: what a checkpoint is (family, parameters, dtype, size, shape of the
  * network, quantization, tokenizer and chat template), read from its files without loading weights.
  */
-import { parseArgs } from 'node:util';
 
 import { inspectCheckpoint } from '../../artifacts/index.js';
 import { ChatTemplate } from '../../input/index.js';
-import { formatBytes, formatCount, processIO, reportError, type CommandIO } from '../common.js';
+import { formatBytes, formatCount, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
 
 export const usage = `usage: mlx-bun info <checkpoint-dir> [--json]
 
@@ -14,18 +13,9 @@ Prints the model family, parameter count, dtype, size on disk and architecture o
 or MLX checkpoint directory, without loading its weights.`;
 
 export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: [...argv], options: { json: { type: 'boolean' }, model: { type: 'string', short: 'm' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
-  } catch (e) {
-    io.stderr.write(`mlx-bun info: ${(e as Error).message}\n${usage}\n`);
-    return 2;
-  }
+  const parsed = parseCommandLine('info', usage, io, argv, { options: { json: { type: 'boolean' }, model: { type: 'string', short: 'm' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true });
+  if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
-  if (values.help) {
-    io.stdout.write(usage + '\n');
-    return 0;
-  }
   const dir = values.model ?? positionals[0];
   if (!dir || positionals.length > (values.model ? 0 : 1)) {
     io.stderr.write(`${usage}\n`);

@@ -5,18 +5,13 @@
  * --mixed takes an mlx-lm recipe (mixed_2_6, mixed_3_4, mixed_3_6, mixed_4_6) or rules
  * "match=bits[:group],..." where bits may be "none" (e.g. "embed_tokens=8,lm_head=8").
  */
-import { parseArgs } from 'node:util';
 
 import { InvalidArgumentError, MlxbError } from '../../errors.js';
+import { parseCommandLine, processIO, type CommandIO } from '../common.js';
 import { MIXED_RECIPES, quantizeCheckpoint, type MixedRecipe, type QuantizeProgress, type QuantRule } from '../../quantize/index.js';
 
 export const usage = `usage: mlx-bun quantize --model IN --out OUT [--bits 4] [--group-size 64]
                         [--mixed ${MIXED_RECIPES.join('|')}|MATCH=BITS[:GROUP],...] [--dtype float16|bfloat16|float32]`;
-
-export interface CommandIO {
-  readonly stdout: { write(s: string): unknown };
-  readonly stderr: { write(s: string): unknown; isTTY?: boolean };
-}
 
 export function parseMixed(text: string): MixedRecipe | QuantRule[] {
   if ((MIXED_RECIPES as readonly string[]).includes(text)) return text as MixedRecipe;
@@ -42,29 +37,16 @@ function bar(p: QuantizeProgress): string {
 }
 
 /** Runs the command; returns the process exit code. */
-export async function run(argv: readonly string[], io: CommandIO = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv],
-      options: {
+export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
+  const parsed = parseCommandLine('quantize', usage, io, argv, {
+    options: {
         model: { type: 'string' }, out: { type: 'string' }, bits: { type: 'string' }, 'group-size': { type: 'string' },
         mixed: { type: 'string' }, dtype: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       },
-      strict: true,
-    }));
-  } catch (e) {
-    io.stderr.write(`${(e as Error).message}\n${usage}\n`);
-    return 2;
-  }
-  if (values.help) {
-    io.stdout.write(`${usage}\n`);
-    return 0;
-  }
-  if (!values.model || !values.out) {
-    io.stderr.write(`--model and --out are required\n${usage}\n`);
-    return 2;
-  }
+  }, ['model', 'out']);
+  if (typeof parsed === 'number') return parsed;
+  const { values } = parsed;
+  const model = values.model!, out = values.out!;
   const controller = new AbortController();
   const onSigint = (): void => controller.abort();
   process.once('SIGINT', onSigint);
@@ -72,7 +54,7 @@ export async function run(argv: readonly string[], io: CommandIO = { stdout: pro
   let lastLine = '';
   try {
     const dtype = values.dtype as 'float32' | 'float16' | 'bfloat16' | undefined;
-    const result = await quantizeCheckpoint(values.model, values.out, {
+    const result = await quantizeCheckpoint(model, out, {
       bits: intFlag(values.bits, 'bits', 4),
       groupSize: intFlag(values['group-size'], 'group-size', 64),
       mixed: values.mixed !== undefined ? parseMixed(values.mixed) : undefined,

@@ -5,12 +5,11 @@
  * requests finish, close the engine, exit 0.
  */
 import { basename, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 
 import { createInferenceEngine } from '../../execution/index.js';
 import { loadLanguageModel } from '../../generation/index.js';
 import { createServer } from '../../server/index.js';
-import { loadProgress, num, processIO, reportError, type CommandIO } from '../common.js';
+import { loadProgress, num, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
 import { loadOptions, MODEL_FLAGS, MODEL_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun serve -m <checkpoint-dir> [options]
@@ -33,32 +32,19 @@ engine:
       --no-prefix-cache         do not reuse KV of shared prompt prefixes`;
 
 export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv],
-      options: {
+  const parsed = parseCommandLine('serve', usage, io, argv, {
+    options: {
         ...MODEL_FLAGS, host: { type: 'string' }, port: { type: 'string' }, 'api-key': { type: 'string' },
         'model-id': { type: 'string' }, 'max-rows': { type: 'string' }, 'max-queue': { type: 'string' },
         'max-context': { type: 'string' }, 'kv-bytes': { type: 'string' }, 'block-size': { type: 'string' },
         'prefill-chunk': { type: 'string' }, 'no-prefix-cache': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
       },
-      strict: true,
-    }));
-  } catch (e) {
-    io.stderr.write(`mlx-bun serve: ${(e as Error).message}\n${usage}\n`);
-    return 2;
-  }
-  if (values.help) {
-    io.stdout.write(usage + '\n');
-    return 0;
-  }
-  if (!values.model) {
-    io.stderr.write(`mlx-bun serve: --model is required\n${usage}\n`);
-    return 2;
-  }
+  }, ['model']);
+  if (typeof parsed === 'number') return parsed;
+  const { values } = parsed;
+  const modelDir = values.model!;
   try {
-    const dir = resolve(values.model);
+    const dir = resolve(modelDir);
     const progress = loadProgress(io, 'loading');
     const model = await loadLanguageModel(dir, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
     progress.done();

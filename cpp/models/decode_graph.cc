@@ -1,0 +1,130 @@
+// Recorded decode steps (see decode_graph.h).
+#include "models/decode_graph.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+namespace mlxb {
+
+namespace {
+// Layout of the per-step input buffer (i32): token id, position (= contiguous slot), ring slot,
+// visible slots of contiguous caches, of ring caches, then the ring's slot positions.
+constexpr int64_t kId = 0, kPos = 1, kRingSlot = 2, kLen = 3, kRingLen = 4, kHeader = 8;
+constexpr size_t kMaxEntries = 4;
+}  // namespace
+
+bool decode_graphs_enabled() {
+  const char* v = std::getenv("MLXB_CUDA_GRAPH");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+struct DecodeGraphs::Entry {
+  std::vector<const void*> key;
+  int64_t ring_cap = 0;
+  std::vector<int32_t> host;  // staged inputs
+  Tensor in_dev;              // i32 [kHeader + ring_cap], outside the graph's arena
+  std::unique_ptr<DeviceGraph> graph;
+  Outputs out;                // arena memory: declared last so it is released before the graph
+};
+
+DecodeGraphs::DecodeGraphs(Device device) : device_(device) {}
+DecodeGraphs::~DecodeGraphs() = default;
+
+DecodeGraphs::Entry* DecodeGraphs::capture(std::vector<const void*> key, int64_t ring_cap, const StepInputs& base,
+                                           const Body& body) {
+  auto e = std::make_unique<Entry>();
+  e->key = std::move(key);
+  e->ring_cap = ring_cap;
+  e->host.assign(static_cast<size_t>(kHeader + ring_cap), 0);
+  e->in_dev = Tensor::zeros({kHeader + ring_cap}, DType::I32, device_);
+  auto view = [&](int64_t at, int64_t n) { return e->in_dev.slice_rows(at, at + n); };
+  CapturedStep cs;
+  cs.slot = view(kPos, 1);
+  cs.ring_slot = view(kRingSlot, 1);
+  cs.len = view(kLen, 1);
+  cs.ring_len = view(kRingLen, 1);
+  if (ring_cap > 0) cs.ring_pos = view(kHeader, ring_cap);
+  StepInputs step = base;
+  step.pos_dev = view(kPos, 1);
+  step.captured = &cs;
+  Backend& be = backend(device_);
+  if (!be.begin_capture()) {
+    disabled_ = true;
+    return nullptr;
+  }
+  try {
+    e->out = body(view(kId, 1), step);
+    e->graph = be.end_capture();
+  } catch (const std::exception& ex) {
+    be.abort_capture();
+    e->out = Outputs();
+    disabled_ = true;  // this model runs its steps eagerly from now on
+    if (std::getenv("MLXB_GRAPH_DEBUG")) std::fprintf(stderr, "mlxb: decode graph capture failed: %s\n", ex.what());
+    return nullptr;
+  }
+  ++captures_;
+  if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
+  entries_.push_back(std::move(e));
+  return entries_.back().get();
+}
+
+bool DecodeGraphs::run(int32_t id, CacheSet& caches, const StepInputs& base, const Body& body, float* logits, int32_t* next) {
+  if (disabled_ || caches.empty()) return false;
+  std::vector<const void*> key;
+  key.reserve(caches.size() * 4);
+  int64_t ring_cap = 0;
+  const int32_t* ring_host = nullptr;
+  LayerCache::DeviceLayout lay;
+  for (auto& c : caches) {
+    if (!c->device_layout(1, lay)) return false;
+    if (lay.ring) {
+      if (ring_cap != 0 && ring_cap != lay.capacity) return false;  // one ring geometry per model
+      ring_cap = lay.capacity;
+      ring_host = lay.host_pos;
+    }
+    key.push_back(lay.k.data());
+    key.push_back(lay.v.data());
+    key.push_back(lay.pos.defined() ? lay.pos.data() : nullptr);
+    key.push_back(reinterpret_cast<const void*>(static_cast<intptr_t>(lay.capacity * 2 + (lay.ring ? 1 : 0))));
+  }
+  const int64_t pos = caches[0]->length();
+  if (pos + 1 > INT32_MAX) return false;
+
+  Entry* e = nullptr;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i]->key == key) {
+      std::unique_ptr<Entry> hit = std::move(entries_[i]);
+      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+      entries_.push_back(std::move(hit));
+      e = entries_.back().get();
+      break;
+    }
+  }
+  if (!e) e = capture(std::move(key), ring_cap, base, body);
+  if (!e) return false;
+
+  std::vector<int32_t>& in = e->host;
+  const int32_t p32 = static_cast<int32_t>(pos);
+  in[kId] = id;
+  in[kPos] = p32;
+  in[kLen] = p32 + 1;
+  if (ring_cap > 0) {
+    const int64_t slot = pos % ring_cap;
+    in[kRingSlot] = static_cast<int32_t>(slot);
+    in[kRingLen] = static_cast<int32_t>(std::min<int64_t>(pos + 1, ring_cap));
+    std::memcpy(in.data() + kHeader, ring_host, static_cast<size_t>(ring_cap) * sizeof(int32_t));
+    in[static_cast<size_t>(kHeader + slot)] = p32;
+  }
+  Backend& be = backend(device_);
+  be.copy(e->in_dev.data(), device_, in.data(), Device::kCPU, static_cast<int64_t>(in.size() * sizeof(int32_t)));
+  e->graph->launch();
+  for (auto& c : caches) c->commit(&p32, 1);
+  if (logits) be.copy(logits, Device::kCPU, e->out.logits.data(), device_, e->out.logits.nbytes());
+  if (next) be.copy(next, Device::kCPU, e->out.next.data(), device_, sizeof(int32_t));
+  return true;
+}
+
+}  // namespace mlxb

@@ -1,0 +1,306 @@
+// CUDA quantized ops (qmatmul, qembedding) against the CPU reference and float64: every MLX bit
+// width x group size, scales/biases in f32/bf16/f16, activations f32/bf16/f16, awkward shapes
+// (odd N, M from 1 to 600: the GEMV path up to 8 rows, dequantize + dense matmul above).
+// Weights come from our quantizer (quant::quantize, MLX's algorithm) on random matrices.
+// - qmatmul: nMSE against float64 x · dequant(w)^T (the CPU's bit-exact dequantization), and
+//   against the CPU backend's qmatmul for float32 activations;
+// - qembedding: bit-equal to the CPU backend for every output dtype.
+// Prints one line per case, exits non-zero on any failure; "skipped" without a GPU.
+//   cuda_quant_check            all cases
+//   cuda_quant_check --bench    also times the 4-bit kernels at Llama-3 8B / 1B shapes
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+#include "quant/affine.h"
+
+using namespace mlxb;
+
+namespace {
+
+std::mt19937 rng(4321);
+int failures = 0;
+
+const char* dn(DType d) { return d == DType::F32 ? "f32" : d == DType::BF16 ? "bf16" : "f16"; }
+
+float round_to(float v, DType d) {
+  if (d == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
+  if (d == DType::F16) return f16_to_f32(f32_to_f16(v));
+  return v;
+}
+
+// Host float32 values as a tensor of dtype d (values must already be representable).
+Tensor host_tensor(const std::vector<float>& v, const Shape& shape, DType d) {
+  Tensor t = Tensor::empty(shape, d, Device::kCPU);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (d == DType::F32) t.ptr<float>()[i] = v[i];
+    else if (d == DType::BF16) t.ptr<uint16_t>()[i] = f32_to_bf16(v[i]);
+    else t.ptr<uint16_t>()[i] = f32_to_f16(v[i]);
+  }
+  return t;
+}
+
+std::vector<float> to_host(const Tensor& t) {
+  Tensor h = t.device() == Device::kCPU ? t : t.to(Device::kCPU);
+  std::vector<float> v(static_cast<size_t>(h.numel()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (h.dtype() == DType::F32) v[i] = h.ptr<float>()[i];
+    else if (h.dtype() == DType::BF16) v[i] = bf16_to_f32(h.ptr<uint16_t>()[i]);
+    else v[i] = f16_to_f32(h.ptr<uint16_t>()[i]);
+  }
+  return v;
+}
+
+std::vector<float> random_vec(int64_t n, float lo, float hi, DType d) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = round_to(u(rng), d);
+  return v;
+}
+
+Tensor poisoned(const Shape& shape, DType d) {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return host_tensor(std::vector<float>(static_cast<size_t>(n), NAN), shape, d).to(Device::kCUDA);
+}
+
+double nmse(const std::vector<float>& got, const std::vector<double>& ref) {
+  if (got.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den == 0 ? num : num / den;
+}
+
+void report(const std::string& name, double e, double tol) {
+  bool ok = e <= tol;
+  if (!ok) ++failures;
+  std::printf("%-4s %-78s nmse %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", name.c_str(), e, tol);
+}
+
+QuantWeight to_device(const QuantWeight& w) {
+  QuantWeight d = w;
+  d.packed = w.packed.to(Device::kCUDA);
+  d.scales = w.scales.to(Device::kCUDA);
+  d.biases = w.biases.to(Device::kCUDA);
+  return d;
+}
+
+// Random weights [n, k] quantized by our quantizer, on the CPU.
+QuantWeight random_weight(int64_t n, int64_t k, int bits, int gs, DType sd) {
+  std::vector<float> wv = random_vec(n * k, -0.5f, 0.5f, DType::F32);
+  // A few constant and zero groups (the quantizer's edge cases) in the first rows.
+  for (int64_t j = 0; j < gs && j < k; ++j) wv[j] = 0.25f;
+  if (n > 1)
+    for (int64_t j = 0; j < gs && j < k; ++j) wv[k + j] = 0.0f;
+  return quant::quantize(host_tensor(wv, {n, k}, DType::F32), bits, gs, sd);
+}
+
+// ---------------------------------------------------------------- qmatmul
+void check_qmatmul(int64_t m, int64_t n, int64_t k, int bits, int gs, DType sd, DType xd, bool with_bias) {
+  QuantWeight wc = random_weight(n, k, bits, gs, sd);
+  QuantWeight wd = to_device(wc);
+  Tensor deq = Tensor::empty({n, k}, DType::F32);
+  quant::dequantize(wc, deq);
+  std::vector<float> xv = random_vec(m * k, -1.0f, 1.0f, xd);
+  DType bd = xd == DType::F32 ? DType::BF16 : xd;  // a bias dtype other than x's too
+  std::vector<float> bv = random_vec(n, -0.5f, 0.5f, bd);
+  Tensor xdv = host_tensor(xv, {m, k}, xd).to(Device::kCUDA);
+  Tensor bdv = host_tensor(bv, {n}, bd).to(Device::kCUDA);
+  Tensor y = poisoned({m, n}, xd);
+  ops::qmatmul(xdv, wd, with_bias ? &bdv : nullptr, y);
+  std::vector<float> got = to_host(y);
+  std::vector<double> ref(static_cast<size_t>(m * n));
+  const float* dw = deq.ptr<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = with_bias ? bv[j] : 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) s += static_cast<double>(xv[i * k + kk]) * dw[j * k + kk];
+      ref[i * n + j] = s;
+    }
+  char name[160];
+  std::snprintf(name, sizeof name, "qmatmul %db g%d M=%ld N=%ld K=%ld scales=%s x=%s%s", bits, gs, (long)m, (long)n, (long)k, dn(sd), dn(xd),
+                with_bias ? " +bias" : "");
+  // f32: accumulation order only; bf16/f16: output rounding, and above 8 rows the dense matmul
+  // on weights rounded to x's dtype.
+  double tol = xd == DType::F32 ? 1e-7 : xd == DType::BF16 ? 2e-5 : 2e-6;
+  report(name, nmse(got, ref), tol);
+  if (xd == DType::F32) {
+    Tensor cy = Tensor::empty({m, n}, DType::F32);
+    Tensor cb = host_tensor(bv, {n}, DType::F32);
+    ops::qmatmul(host_tensor(xv, {m, k}, DType::F32), wc, with_bias ? &cb : nullptr, cy);
+    std::vector<float> cpu = to_host(cy);
+    report(std::string(name) + " vs cpu", nmse(got, std::vector<double>(cpu.begin(), cpu.end())), 1e-7);
+  }
+}
+
+// ---------------------------------------------------------------- qembedding
+void check_qembedding(int64_t vocab, int64_t h, int64_t t, int bits, int gs, DType sd, DType od, float scale) {
+  QuantWeight wc = random_weight(vocab, h, bits, gs, sd);
+  QuantWeight wd = to_device(wc);
+  std::vector<int32_t> ids(static_cast<size_t>(t));
+  for (auto& i : ids) i = static_cast<int32_t>(rng() % vocab);
+  ids[0] = static_cast<int32_t>(vocab - 1);
+  Tensor idc = Tensor::empty({t}, DType::I32);
+  std::memcpy(idc.data(), ids.data(), ids.size() * 4);
+  Tensor y = poisoned({t, h}, od);
+  ops::qembedding(wd, idc.to(Device::kCUDA), scale, y);
+  Tensor cy = Tensor::empty({t, h}, od);
+  ops::qembedding(wc, idc, scale, cy);
+  Tensor gy = y.to(Device::kCPU);
+  bool exact = std::memcmp(gy.data(), cy.data(), static_cast<size_t>(cy.nbytes())) == 0;
+  if (!exact) ++failures;
+  std::printf("%-4s qembedding %db g%d V=%ld H=%ld T=%ld scales=%s out=%s scale=%.3f (bit-equal to cpu)\n", exact ? "ok" : "FAIL", bits, gs,
+              (long)vocab, (long)h, (long)t, dn(sd), dn(od), scale);
+}
+
+// Bad input is a typed error, not a crash.
+void check_errors() {
+  QuantWeight wd = to_device(random_weight(64, 128, 4, 64, DType::BF16));
+  Tensor x = poisoned({2, 96}, DType::BF16), y = poisoned({2, 64}, DType::BF16);
+  bool ok = false;
+  try {
+    ops::qmatmul(x, wd, nullptr, y);
+  } catch (const Error& e) {
+    ok = e.code() == ErrorCode::kInvalidArgument;
+  }
+  if (!ok) ++failures;
+  std::printf("%-4s qmatmul with x of the wrong width is a typed kInvalidArgument\n", ok ? "ok" : "FAIL");
+  QuantWeight bad = wd;
+  bad.bits = 7;
+  ok = false;
+  try {
+    ops::qmatmul(poisoned({2, 128}, DType::BF16), bad, nullptr, y);
+  } catch (const Error& e) {
+    ok = e.code() == ErrorCode::kUnsupported;
+  }
+  if (!ok) ++failures;
+  std::printf("%-4s qmatmul with 7-bit weights is a typed kUnsupported\n", ok ? "ok" : "FAIL");
+}
+
+// ---------------------------------------------------------------- timing
+template <typename F>
+double time_ms(F&& f, int iters) {
+  f();
+  backend(Device::kCUDA).synchronize();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) f();
+  backend(Device::kCUDA).synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+// A device weight of random packed words and plausible scales (timing does not need a real
+// quantization; building one for 128256 x 4096 on the host would dominate the run).
+QuantWeight random_device_weight(int64_t n, int64_t k, int bits, int gs) {
+  QuantWeight w;
+  w.bits = bits;
+  w.group_size = gs;
+  w.rows = n;
+  w.cols = k;
+  Tensor p = Tensor::empty({n, quant::packed_cols(k, bits)}, DType::U32);
+  uint32_t s = 12345;
+  uint32_t* pp = p.ptr<uint32_t>();
+  for (int64_t i = 0; i < p.numel(); ++i) pp[i] = (s = s * 1664525u + 1013904223u);
+  Tensor sc = Tensor::empty({n, k / gs}, DType::BF16), bi = Tensor::empty({n, k / gs}, DType::BF16);
+  for (int64_t i = 0; i < sc.numel(); ++i) {
+    sc.ptr<uint16_t>()[i] = f32_to_bf16(0.01f);
+    bi.ptr<uint16_t>()[i] = f32_to_bf16(-0.08f);
+  }
+  w.packed = p.to(Device::kCUDA);
+  w.scales = sc.to(Device::kCUDA);
+  w.biases = bi.to(Device::kCUDA);
+  return w;
+}
+
+void bench() {
+  std::printf("\n-- timing (bf16 activations, bf16 scales; weights rotated over copies so runs do not hit L2)\n");
+  struct G { int64_t n, k; const char* what; int bits; } gs[] = {
+      {6144, 4096, "8B qkv", 4}, {4096, 4096, "8B o", 4}, {28672, 4096, "8B gate+up", 4}, {14336, 4096, "8B gate", 4},
+      {4096, 14336, "8B down", 4}, {128256, 4096, "8B lm_head", 4},
+      {3072, 2048, "1B qkv", 4}, {2048, 2048, "1B o", 4}, {16384, 2048, "1B gate+up", 4}, {2048, 8192, "1B down", 4},
+      {128256, 2048, "1B lm_head", 4},
+      {14336, 4096, "8B gate", 2}, {14336, 4096, "8B gate", 3}, {14336, 4096, "8B gate", 5}, {14336, 4096, "8B gate", 6},
+      {14336, 4096, "8B gate", 8}};
+  for (auto& g : gs) {
+    // Enough copies to pass 256 MB per round (the H200's L2 holds 50 MB).
+    const int64_t one = g.n * g.k * g.bits / 8;
+    const int copies = static_cast<int>(std::min<int64_t>(128, std::max<int64_t>(2, (int64_t(256) << 20) / one + 1)));
+    std::vector<QuantWeight> ws;
+    for (int i = 0; i < copies; ++i) ws.push_back(random_device_weight(g.n, g.k, g.bits, 64));
+    const double bytes = static_cast<double>(ws[0].packed.nbytes() + ws[0].scales.nbytes() + ws[0].biases.nbytes());
+    for (int64_t m : {1, 4}) {
+      Tensor x = host_tensor(random_vec(m * g.k, -1, 1, DType::BF16), {m, g.k}, DType::BF16).to(Device::kCUDA);
+      Tensor y = Tensor::empty({m, g.n}, DType::BF16, Device::kCUDA);
+      int i = 0;
+      double ms = time_ms([&] { ops::qmatmul(x, ws[i++ % copies], nullptr, y); }, 200);
+      std::printf("qgemv %db g64 M=%ld %-11s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s\n", g.bits, (long)m, g.what, (long)g.n, (long)g.k, ms * 1e3,
+                  bytes / (ms * 1e-3) / 1e9);
+    }
+    if (g.bits == 4 && g.n != 128256) {
+      Tensor x = host_tensor(random_vec(512 * g.k, -1, 1, DType::BF16), {512, g.k}, DType::BF16).to(Device::kCUDA);
+      Tensor y = Tensor::empty({512, g.n}, DType::BF16, Device::kCUDA);
+      double ms = time_ms([&] { ops::qmatmul(x, ws[0], nullptr, y); }, 30);
+      Tensor dense = Tensor::empty({g.n, g.k}, DType::BF16, Device::kCUDA);
+      double mm = time_ms([&] { ops::matmul(x, dense, nullptr, y); }, 30);
+      std::printf("qmm   4b g64 M=512 %-11s N=%6ld K=%6ld  %8.1f us  %6.1f TFLOP/s  (dense bf16 matmul alone %.1f us)\n", g.what, (long)g.n,
+                  (long)g.k, ms * 1e3, 2.0 * 512 * g.n * g.k / (ms * 1e-3) / 1e12, mm * 1e3);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!cuda_available()) {
+    std::printf("skipped: %s\n", cuda_built() ? "no CUDA device" : "built without CUDA");
+    return 0;
+  }
+  bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  try {
+    const DType F = DType::F32, B = DType::BF16, H = DType::F16;
+    const DType sds[] = {F, B, H}, xds[] = {B, F, H};
+    const int64_t ms[] = {1, 2, 3, 5, 8, 9, 33};
+    int idx = 0;
+    // Every width x group size x scale dtype, with the activation dtype and row count rotating.
+    for (int bits : {2, 3, 4, 5, 6, 8})
+      for (int gs : {32, 64, 128})
+        for (DType sd : sds) {
+          const int64_t m = ms[idx % 7];
+          const DType xd = xds[(idx / 7 + idx) % 3];
+          check_qmatmul(m, 257, 384, bits, gs, sd, xd, idx % 2 == 0);
+          ++idx;
+        }
+    // Every row count of the GEMV, both sides of the switch to the dense path, large M.
+    for (int64_t m = 1; m <= 10; ++m) check_qmatmul(m, 1001, 1024, 4, 64, B, B, m % 3 == 0);
+    for (int bits : {2, 3, 5, 6, 8}) check_qmatmul(1, 515, 640, bits, 64, B, B, false);
+    for (int bits : {3, 4, 8}) check_qmatmul(600, 129, 512, bits, 64, B, B, true);
+    check_qmatmul(600, 77, 256, 4, 128, F, F, false);
+    check_qmatmul(37, 300, 256, 6, 32, H, H, true);
+    check_qmatmul(1, 4096, 4096, 4, 64, B, B, false);
+    check_qmatmul(4, 2048, 8192, 4, 64, B, F, false);
+    // qembedding: every width, group size, scale and output dtype, bit-exact.
+    idx = 0;
+    for (int bits : {2, 3, 4, 5, 6, 8})
+      for (int gs : {32, 64, 128}) {
+        check_qembedding(301, 384, 9, bits, gs, sds[idx % 3], xds[idx % 3], idx % 2 ? 1.0f : 45.25f);
+        ++idx;
+      }
+    for (DType od : {F, B, H}) check_qembedding(1000, 2048, 17, 4, 64, B, od, 1.0f);
+    check_errors();
+    if (do_bench) bench();
+  } catch (const Error& e) {
+    std::printf("FAIL exception: %s\n", e.what());
+    return 1;
+  }
+  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
+  return failures ? 1 : 0;
+}
