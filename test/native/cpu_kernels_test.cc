@@ -145,6 +145,25 @@ static void check_gated_act() {
   std::printf("ok avx2 gated_act\n");
 }
 
+static void check_rms_norm() {
+  for (int64_t h : {1, 7, 8, 64, 100, 2048, 3000}) {
+    Rng r(static_cast<uint64_t>(h));
+    std::vector<float> x(h), w(h), ref(h), out(h);
+    for (int64_t i = 0; i < h; ++i) { x[i] = r.normal() * (i % 31 == 0 ? 50.0f : 1.0f); w[i] = 1.0f + 0.1f * r.normal(); }
+    rms_norm_row_reference(x.data(), w.data(), ref.data(), h, 1e-6f);
+    avx2::rms_norm_row(x.data(), w.data(), out.data(), h, 1e-6f);
+    for (int64_t i = 0; i < h; ++i)
+      if (!(std::fabs(out[i] - ref[i]) <= 1e-6f * std::fabs(ref[i]))) {  // float64 sums: same inv, same products
+        std::fprintf(stderr, "FAILED avx2 rms_norm h=%lld at %lld: %g vs %g\n", (long long)h, (long long)i, out[i], ref[i]);
+        ++failures;
+        break;
+      }
+    avx2::rms_norm_row(x.data(), w.data(), x.data(), h, 1e-6f);  // in place
+    if (x != out) { std::fprintf(stderr, "FAILED avx2 rms_norm in place h=%lld\n", (long long)h); ++failures; }
+  }
+  std::printf("ok avx2 rms_norm\n");
+}
+
 // 4-bit decode kernel (qmatmul_q4_avx2.cc) against the int16 kernel it replaces (same integer
 // sums, so only float32 summation order differs) and against an exact double-precision model of
 // the integer path; the AVX2 activation quantizer against the scalar one (identical q16 and d).
@@ -282,6 +301,7 @@ int main(int argc, char** argv) {
     check_attention();
     check_gated_act();
     check_q4_kernel();
+    check_rms_norm();
   } else {
     std::printf("skip avx2 (CPU lacks AVX2/FMA/F16C)\n");
   }

@@ -126,7 +126,7 @@ void tile(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0) {
 
 template <int MT>
 void rows(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0, int64_t n1) {
-  constexpr int NT = MT == 1 ? 4 : 2;
+  constexpr int NT = MT == 1 ? 8 : 2;
   int64_t n = n0;
   for (; n + NT <= n1; n += NT) tile<MT, NT>(a, acts, m0, n);
   for (; n < n1; ++n) tile<MT, 1>(a, acts, m0, n);
