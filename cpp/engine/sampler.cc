@@ -24,14 +24,14 @@ struct Ranked {
   }
 };
 
-// The lowest-ranked member of the smallest rank-prefix of `c` whose weight reaches `need`
-// (0 < need <= total). Expected O(n): each round partitions the unsettled range around its middle
-// rank and keeps the half holding the boundary.
-std::pair<int32_t, double> nucleus_last(const std::vector<std::pair<int32_t, double>>& c, double need) {
-  std::vector<std::pair<int32_t, double>> w(c);
+using Candidate = std::pair<int32_t, double>;
+
+// The lowest-ranked member of the smallest rank-prefix of `w` whose weight reaches `need`; the
+// last one when all of `w` weighs less. Reorders `w`. Expected O(n): each round partitions the
+// unsettled range around its middle rank and keeps the half holding the boundary.
+Candidate select_last(std::vector<Candidate>& w, double need) {
   Ranked rank;
-  // Invariants: [lo, hi) holds exactly the ranks lo..hi-1; the top lo weigh `above` < need; the
-  // top hi weigh >= need.
+  // Invariants: [lo, hi) holds exactly the ranks lo..hi-1; the top lo weigh `above` < need.
   size_t lo = 0, hi = w.size();
   double above = 0;
   while (hi - lo > 1) {
@@ -48,6 +48,26 @@ std::pair<int32_t, double> nucleus_last(const std::vector<std::pair<int32_t, dou
     }
   }
   return w[lo];
+}
+
+// The same for candidates with weights in (0, 1] (0 < need <= total), in two passes over `c`:
+// a histogram of the weights finds the bucket where the cumulative mass crosses `need` (every
+// lighter bucket ranks below, every heavier one above), then selection runs on that bucket only.
+Candidate nucleus_last(const std::vector<Candidate>& c, double need, std::vector<Candidate>& scratch) {
+  constexpr int kBuckets = 4096;
+  auto bucket = [](double w) { return std::clamp(static_cast<int>((1.0 - w) * kBuckets), 0, kBuckets - 1); };
+  std::vector<double> mass(kBuckets, 0.0);
+  for (const Candidate& e : c) mass[static_cast<size_t>(bucket(e.second))] += e.second;
+  double above = 0;
+  int b = 0;
+  for (; b < kBuckets - 1; ++b) {
+    if (above + mass[static_cast<size_t>(b)] >= need) break;
+    above += mass[static_cast<size_t>(b)];
+  }
+  scratch.clear();
+  for (const Candidate& e : c)
+    if (bucket(e.second) == b) scratch.push_back(e);
+  return select_last(scratch, need - above);
 }
 
 }  // namespace
@@ -109,21 +129,30 @@ void Sampler::process(float* logits) const {
   }
 }
 
-std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) const {
-  std::vector<std::pair<int32_t, double>> c;
-  double vmax = -std::numeric_limits<double>::infinity();
-  int32_t best = -1;
+void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>& c) const {
+  c.clear();
+  float vmax = -std::numeric_limits<float>::infinity();
+  int64_t best = -1;
+  bool nan = false;
   for (int64_t i = 0; i < vocab_; ++i) {
-    if (std::isnan(x[i])) fail(ErrorCode::kInternal, "the model produced NaN logits (token " + std::to_string(i) + ")");
-    if (x[i] > vmax) { vmax = x[i]; best = static_cast<int32_t>(i); }
+    const float v = x[i];
+    nan |= std::isnan(v);
+    if (v > vmax) { vmax = v; best = i; }
+  }
+  if (nan) {
+    const int64_t at = std::find_if(x, x + vocab_, [](float v) { return std::isnan(v); }) - x;
+    fail(ErrorCode::kInternal, "the model produced NaN logits (token " + std::to_string(at) + ")");
   }
   if (best < 0) fail(ErrorCode::kInternal, "every logit is -inf: no token can be sampled");
-  if (params_.temperature == 0) return {{best, 1.0}};
+  if (params_.temperature == 0) {
+    c.emplace_back(static_cast<int32_t>(best), 1.0);
+    return;
+  }
 
   const double inv_t = 1.0 / params_.temperature;
   // Candidates in id order with weight exp((x - max) / T); weights below e^-80 (relative to the
   // best token's 1) are dropped: they cannot be drawn in double precision sums anyway.
-  c.reserve(static_cast<size_t>(std::min<int64_t>(vocab_, 1 << 16)));
+  c.reserve(static_cast<size_t>(vocab_));
   for (int64_t i = 0; i < vocab_; ++i) {
     const double z = (static_cast<double>(x[i]) - vmax) * inv_t;
     if (z > -80.0) c.emplace_back(static_cast<int32_t>(i), z);
@@ -136,7 +165,9 @@ std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) cons
     std::sort(c.begin(), c.end(), rank);
     sorted = true;
   }
-  for (auto& e : c) e.second = std::exp(e.second);  // weights; the best token has weight 1
+  // Weights; the best token has weight 1. Single-precision exp (relative error ~1e-7, far below
+  // anything a draw can resolve) is twice as fast as double on a 150k vocabulary.
+  for (auto& e : c) e.second = static_cast<double>(std::exp(static_cast<float>(e.second)));
   if (params_.top_p < 1.0) {
     double total = 0;
     for (const auto& e : c) total += e.second;
@@ -149,7 +180,7 @@ std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) cons
     } else {
       // The nucleus without sorting the vocabulary: find the last token it takes by selection,
       // then keep every candidate ranked at or above it, still in id order.
-      const std::pair<int32_t, double> last = nucleus_last(c, need);
+      const Candidate last = nucleus_last(c, need, select_);
       c.erase(std::remove_if(c.begin(), c.end(), [&](const auto& e) { return rank(last, e); }), c.end());
     }
   }
@@ -159,13 +190,13 @@ std::vector<std::pair<int32_t, double>> Sampler::candidates(const float* x) cons
     c.erase(std::remove_if(c.begin(), c.end(), [cut](const auto& e) { return e.second < cut; }), c.end());
   }
   // Draw order: by rank after top-k, by id otherwise; both fixed for given logits.
-  return c;
 }
 
 std::vector<float> Sampler::distribution(const float* logits) const {
   std::vector<float> x(logits, logits + vocab_);
   process(x.data());
-  auto c = candidates(x.data());
+  std::vector<Candidate> c;
+  candidates(x.data(), c);
   double total = 0;
   for (const auto& e : c) total += e.second;
   std::vector<float> p(static_cast<size_t>(vocab_), 0.f);
@@ -174,9 +205,11 @@ std::vector<float> Sampler::distribution(const float* logits) const {
 }
 
 SampleResult Sampler::sample(const float* logits) {
-  std::vector<float> x(logits, logits + vocab_);
+  std::vector<float>& x = work_;  // reused: no allocation per token
+  x.assign(logits, logits + vocab_);
   process(x.data());
-  auto c = candidates(x.data());
+  std::vector<Candidate>& c = cand_;
+  candidates(x.data(), c);
 
   SampleResult r;
   if (c.size() == 1) {

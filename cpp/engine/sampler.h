@@ -67,14 +67,18 @@ class Sampler {
   SampleResult sample(const float* logits);
 
  private:
-  // Kept candidates (token, unnormalised weight) after temperature and filters.
-  std::vector<std::pair<int32_t, double>> candidates(const float* processed) const;
+  // Kept candidates (token, unnormalised weight) after temperature and filters, into `out`.
+  void candidates(const float* processed, std::vector<std::pair<int32_t, double>>& out) const;
 
   SamplingParams params_;
   int64_t vocab_;
   Rng rng_;
   std::deque<int32_t> window_;
   std::unordered_map<int32_t, int32_t> counts_;  // occurrences inside window_
+  // Scratch kept between calls so a draw allocates nothing (a sampler serves one sequence).
+  std::vector<float> work_;                                    // processed copy of the logits
+  std::vector<std::pair<int32_t, double>> cand_;               // sample()'s candidates
+  mutable std::vector<std::pair<int32_t, double>> select_;     // top-p selection
 };
 
 }  // namespace mlxb

@@ -57,7 +57,8 @@ struct MlpWeights {
 
 // Fuses q/k/v and gate/up of a layer into one weight each when they are dense, share a dtype and
 // either all or none has a bias (already adjacent views, as Phi-3's, are joined without a copy).
-// The parts become row views of the fused weight. Quantized or mixed layers are left alone.
+// The parts become row views of the fused weight. Quantized layers fuse when bits, group size,
+// scale dtype and bias presence agree (fuse_quant.h); mixed dense/quantized layers are left alone.
 void fuse_projections(AttentionWeights& attn, MlpWeights& mlp);
 
 // out [t, hidden] = down(act(gate(x)) * up(x))

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/blocks.h"
+#include "models/fuse_quant.h"
 
 namespace mlxb {
 
@@ -16,7 +17,8 @@ bool adjacent(const Tensor& a, const Tensor& b) {
 
 Linear fuse(const std::vector<Linear*>& parts) {
   const Linear& first = *parts[0];
-  if (!first.w.defined() || first.quantized()) return Linear();
+  if (first.quantized()) return fuse_quantized(parts);
+  if (!first.w.defined()) return Linear();
   const bool bias = first.bias.defined();
   int64_t total = 0;
   bool views = true;

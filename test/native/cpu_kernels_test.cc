@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/common.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/qmatmul.h"
 #include "core/cpu_features.h"
 
 using namespace mlxb;
@@ -143,6 +145,125 @@ static void check_gated_act() {
   std::printf("ok avx2 gated_act\n");
 }
 
+static void check_rms_norm() {
+  for (int64_t h : {1, 7, 8, 64, 100, 2048, 3000}) {
+    Rng r(static_cast<uint64_t>(h));
+    std::vector<float> x(h), w(h), ref(h), out(h);
+    for (int64_t i = 0; i < h; ++i) { x[i] = r.normal() * (i % 31 == 0 ? 50.0f : 1.0f); w[i] = 1.0f + 0.1f * r.normal(); }
+    rms_norm_row_reference(x.data(), w.data(), ref.data(), h, 1e-6f);
+    avx2::rms_norm_row(x.data(), w.data(), out.data(), h, 1e-6f);
+    for (int64_t i = 0; i < h; ++i)
+      if (!(std::fabs(out[i] - ref[i]) <= 1e-6f * std::fabs(ref[i]))) {  // float64 sums: same inv, same products
+        std::fprintf(stderr, "FAILED avx2 rms_norm h=%lld at %lld: %g vs %g\n", (long long)h, (long long)i, out[i], ref[i]);
+        ++failures;
+        break;
+      }
+    avx2::rms_norm_row(x.data(), w.data(), x.data(), h, 1e-6f);  // in place
+    if (x != out) { std::fprintf(stderr, "FAILED avx2 rms_norm in place h=%lld\n", (long long)h); ++failures; }
+  }
+  std::printf("ok avx2 rms_norm\n");
+}
+
+// 4-bit decode kernel (qmatmul_q4_avx2.cc) against the int16 kernel it replaces (same integer
+// sums, so only float32 summation order differs) and against an exact double-precision model of
+// the integer path; the AVX2 activation quantizer against the scalar one (identical q16 and d).
+static void check_q4_kernel() {
+  struct Case { int64_t m, n, k; int gs; DType st; };
+  const Case cases[] = {{1, 37, 512, 64, DType::BF16}, {1, 64, 640, 64, DType::F16}, {2, 9, 1024, 128, DType::F32},
+                        {3, 13, 576, 64, DType::BF16}, {5, 6, 2048, 256, DType::BF16}, {13, 7, 64, 64, DType::F16},
+                        {8, 33, 1536, 512, DType::BF16}};
+  for (const Case& c : cases) {
+    Rng r(static_cast<uint64_t>(c.m * 7 + c.n * 13 + c.k));
+    const int64_t groups = c.n * c.k / c.gs;
+    QuantWeight w;
+    w.bits = 4;
+    w.group_size = c.gs;
+    w.rows = c.n;
+    w.cols = c.k;
+    w.packed = Tensor::empty({c.n, c.k / 8}, DType::U32);
+    w.scales = Tensor::empty({c.n, c.k / c.gs}, c.st);
+    w.biases = Tensor::empty({c.n, c.k / c.gs}, c.st);
+    uint32_t* pk = w.packed.ptr<uint32_t>();
+    for (int64_t i = 0; i < w.packed.numel(); ++i) pk[i] = static_cast<uint32_t>(r.uniform() * 4294967296.0);
+    std::vector<double> sv(groups), bv(groups);
+    for (int64_t i = 0; i < groups; ++i) {
+      const float s = 0.01f * (0.5f + static_cast<float>(r.uniform())), b = -0.08f * static_cast<float>(r.uniform());
+      if (c.st == DType::F32) { w.scales.ptr<float>()[i] = s; w.biases.ptr<float>()[i] = b; }
+      else {
+        const uint16_t hs = c.st == DType::BF16 ? f32_to_bf16(s) : f32_to_f16(s), hb = c.st == DType::BF16 ? f32_to_bf16(b) : f32_to_f16(b);
+        w.scales.ptr<uint16_t>()[i] = hs;
+        w.biases.ptr<uint16_t>()[i] = hb;
+      }
+      sv[i] = load_f32(w.scales.data(), c.st, i);
+      bv[i] = load_f32(w.biases.data(), c.st, i);
+    }
+    std::vector<float> x(c.m * c.k), y_new(c.m * c.n, NAN), y_old(c.m * c.n, NAN);
+    for (int64_t i = 0; i < c.m * c.k; ++i) x[i] = r.normal() * (i % 97 == 0 ? 20.0f : 1.0f);  // a few outliers
+    const int64_t blocks = c.k / 64, g_per_row = c.k / c.gs;
+    std::vector<int16_t> q16(c.m * c.k), q16v(c.m * c.k);
+    std::vector<float> d(c.m * blocks), dv(c.m * blocks), gs(c.m * g_per_row), gsv(c.m * g_per_row);
+    qmm::quantize_acts(x.data(), c.m, c.k, c.gs, 4, q16.data(), d.data(), gs.data());
+    qmm::quantize_acts_avx2(x.data(), c.m, c.k, c.gs, 4, q16v.data(), dv.data(), gsv.data());
+    if (q16 != q16v || d != dv) {
+      std::fprintf(stderr, "FAILED avx2 quantize_acts differs from the scalar one (K=%lld)\n", (long long)c.k);
+      ++failures;
+      continue;
+    }
+    for (size_t i = 0; i < gs.size(); ++i) {
+      double abs_sum = 0;  // float32 summation order: error bound relative to the sum of |x|
+      for (int64_t k = 0; k < c.gs; ++k) abs_sum += std::fabs(x[i * c.gs + k]);
+      if (!(std::fabs(gs[i] - gsv[i]) <= 1e-6 * (1.0 + abs_sum))) {
+        std::fprintf(stderr, "FAILED avx2 gsum %zu: %g vs %g\n", i, gsv[i], gs[i]);
+        ++failures;
+        break;
+      }
+    }
+    std::vector<int8_t> planes(c.m * c.k * 2);
+    qmm::split_planes_avx2(q16.data(), c.m, c.k, planes.data());
+    qmm::Args a;
+    a.x = x.data(); a.w = &w; a.M = c.m; a.N = c.n; a.K = c.k;
+    qmm::Q4Acts qa;
+    qa.planes = planes.data(); qa.d = d.data(); qa.gsum = gs.data();
+    a.y = y_new.data();
+    qmm::kernel_avx2_q4(a, qa, 0, c.n);
+    qmm::IntActs ia;
+    ia.q16 = q16.data(); ia.block = 64; ia.d = d.data(); ia.gsum = gs.data();
+    a.y = y_old.data();
+    qmm::kernel_avx2_int(a, ia, 0, c.n);
+    // Exact model: nibble i of a row's byte stream is element i; q16 is in nibble order per block.
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(pk);
+    double worst = 0;
+    for (int64_t m = 0; m < c.m; ++m)
+      for (int64_t n = 0; n < c.n; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t g = 0; g < g_per_row; ++g) {
+          double inner = 0;
+          for (int64_t b = g * c.gs / 64; b < (g + 1) * c.gs / 64; ++b) {
+            int64_t isum = 0;
+            for (int64_t j = 0; j < 64; ++j) {
+              const int64_t e = b * 64 + j;
+              const int q = (bytes[n * c.k / 2 + e / 2] >> (4 * (e & 1))) & 15;
+              const int64_t at = (j & 1) ? 32 + j / 2 : j / 2;
+              isum += q * q16[m * c.k + b * 64 + at];
+              mag += std::fabs(q * sv[n * g_per_row + g] * x[m * c.k + e]);
+            }
+            inner += static_cast<double>(d[m * blocks + b]) * static_cast<double>(isum);
+          }
+          ref += sv[n * g_per_row + g] * inner + bv[n * g_per_row + g] * gs[m * g_per_row + g];
+        }
+        const double e1 = std::fabs(y_new[m * c.n + n] - ref) / (1e-6 + 2e-6 * mag);
+        const double e2 = std::fabs(y_new[m * c.n + n] - y_old[m * c.n + n]) / (1e-6 + 2e-6 * mag);
+        worst = std::max({worst, std::isnan(e1) ? INFINITY : e1, std::isnan(e2) ? INFINITY : e2});
+      }
+    if (!(worst <= 1.0)) {
+      std::fprintf(stderr, "FAILED avx2 q4 kernel M=%lld N=%lld K=%lld gs=%d %s: error %.3g x tolerance\n", (long long)c.m,
+                   (long long)c.n, (long long)c.k, c.gs, dtype_name(c.st), worst);
+      ++failures;
+    }
+  }
+  std::printf("ok avx2 q4 kernel\n");
+}
+
 // --bench: GFLOP/s of a prefill-shaped bf16 GEMM and GB/s of a decode-shaped bf16 GEMV per family.
 static void bench(const char* family, MatmulFn fn) {
   Rng r(1);
@@ -179,6 +300,8 @@ int main(int argc, char** argv) {
     check_matmul("avx2", avx2::matmul, 2e-6);
     check_attention();
     check_gated_act();
+    check_q4_kernel();
+    check_rms_norm();
   } else {
     std::printf("skip avx2 (CPU lacks AVX2/FMA/F16C)\n");
   }

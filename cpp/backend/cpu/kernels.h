@@ -77,3 +77,14 @@ void gated_act(const float* g, const float* u, float* o, int64_t n, Activation a
 }  // namespace avx2
 
 }  // namespace mlxb::cpu
+
+namespace mlxb::cpu {
+
+// --- rms_norm (rms_norm.cc, norm_avx2.cc): one row, w already float32 (1 + w folded in).
+void rms_norm_row_reference(const float* x, const float* w, float* y, int64_t h, float eps);
+void rms_norm_row_dispatch(const float* x, const float* w, float* y, int64_t h, float eps);
+namespace avx2 {
+void rms_norm_row(const float* x, const float* w, float* y, int64_t h, float eps);
+}  // namespace avx2
+
+}  // namespace mlxb::cpu

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/backend.h"
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/scratch.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "quant/affine.h"
@@ -107,18 +108,34 @@ void CpuBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bi
   a.K = K;
   const int64_t grain = 16;
   if (use_int) {
-    // Per call scratch: int16 activations, block scales and group sums of x.
+    // Per call scratch (this thread's, kept between calls): int16 activations, block scales and
+    // group sums of x, and for the 4-bit kernel the byte planes.
     const int64_t block = qmm::int_block(w.bits, w.group_size);
-    std::vector<int16_t> q16(static_cast<size_t>(M * K));
-    std::vector<float> d(static_cast<size_t>(M * K / block)), gsum(static_cast<size_t>(M * (K / w.group_size)));
-    qmm::quantize_acts(x.ptr<float>(), M, K, w.group_size, w.bits, q16.data(), d.data(), gsum.data());
-    qmm::IntActs acts;
-    acts.q16 = q16.data();
-    acts.block = block;
-    acts.d = d.data();
-    acts.gsum = gsum.data();
+    const bool q4 = qmm::q4_kernel_for(w.bits, w.group_size);
+    const int64_t nq = M * K, nd = M * K / block, ng = M * (K / w.group_size);
+    const int64_t bytes_q16 = (nq * 2 + 63) / 64 * 64, bytes_d = (nd * 4 + 63) / 64 * 64, bytes_g = (ng * 4 + 63) / 64 * 64;
+    char* buf = scratch<char>(static_cast<size_t>(bytes_q16 + bytes_d + bytes_g + (q4 ? nq * 2 : 0)), 0);
+    int16_t* q16 = reinterpret_cast<int16_t*>(buf);
+    float* d = reinterpret_cast<float*>(buf + bytes_q16);
+    float* gsum = reinterpret_cast<float*>(buf + bytes_q16 + bytes_d);
+    qmm::quantize_acts_avx2(x.ptr<float>(), M, K, w.group_size, w.bits, q16, d, gsum);
     a.x = x.ptr<float>();
-    parallel_for(N, grain, [&](int64_t n0, int64_t n1) { qmm::kernel_avx2_int(a, acts, n0, n1); });
+    if (q4) {
+      int8_t* planes = reinterpret_cast<int8_t*>(buf + bytes_q16 + bytes_d + bytes_g);
+      qmm::split_planes_avx2(q16, M, K, planes);
+      qmm::Q4Acts acts;
+      acts.planes = planes;
+      acts.d = d;
+      acts.gsum = gsum;
+      parallel_for(N, grain, [&](int64_t n0, int64_t n1) { qmm::kernel_avx2_q4(a, acts, n0, n1); });
+    } else {
+      qmm::IntActs acts;
+      acts.q16 = q16;
+      acts.block = block;
+      acts.d = d;
+      acts.gsum = gsum;
+      parallel_for(N, grain, [&](int64_t n0, int64_t n1) { qmm::kernel_avx2_int(a, acts, n0, n1); });
+    }
     add_bias(bias, M, N, y);
     return;
   }

@@ -50,5 +50,21 @@ int64_t int_block(int bits, int group_size);
 // Quantizes x [M, K] into the buffers (sized by the caller).
 void quantize_acts(const float* x, int64_t M, int64_t K, int group_size, int bits, int16_t* q16, float* d, float* gsum);
 void kernel_avx2_int(const Args& a, const IntActs& acts, int64_t n0, int64_t n1);
+// The same quantization with AVX2 (identical q16, d; gsum up to float summation order).
+void quantize_acts_avx2(const float* x, int64_t M, int64_t K, int group_size, int bits, int16_t* q16, float* d,
+                        float* gsum);
+
+// 4-bit weights, groups a multiple of 64 (qmatmul_q4_avx2.cc): the int16 activations split into
+// byte planes (xq = 256 * hi + lo), so weight nibbles meet them in vpmaddubsw without widening.
+// Same exact int32 block sums as kernel_avx2_int, about half the instructions.
+struct Q4Acts {
+  const int8_t* planes = nullptr;  // [M][K / 64][hi even 32, hi odd 32, lo even 32, lo odd 32]
+  const float* d = nullptr;        // [M, K / 64]
+  const float* gsum = nullptr;     // [M, K / group_size]
+};
+bool q4_kernel_for(int bits, int group_size);
+// q16 [M, K] from quantize_acts (4-bit, 64-element blocks) -> planes [M * K * 2] bytes.
+void split_planes_avx2(const int16_t* q16, int64_t M, int64_t K, int8_t* planes);
+void kernel_avx2_q4(const Args& a, const Q4Acts& acts, int64_t n0, int64_t n1);
 
 }  // namespace mlxb::cpu::qmm

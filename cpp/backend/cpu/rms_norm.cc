@@ -6,9 +6,22 @@
 
 #include "backend/cpu/backend.h"
 #include "backend/cpu/common.h"
+#include "backend/cpu/kernels.h"
 #include "core/thread_pool.h"
 
 namespace mlxb::cpu {
+
+void rms_norm_row_reference(const float* x, const float* w, float* y, int64_t h, float eps) {
+  double ss = 0.0;
+  for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(x[j]) * x[j];
+  const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(h)) + eps);
+  for (int64_t j = 0; j < h; ++j) y[j] = (x[j] * inv) * w[j];
+}
+
+void rms_norm_row_dispatch(const float* x, const float* w, float* y, int64_t h, float eps) {
+  if (simd_level() >= SimdLevel::kAvx2) avx2::rms_norm_row(x, w, y, h, eps);
+  else rms_norm_row_reference(x, w, y, h, eps);
+}
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y) {
   const char* op = "rms_norm";
@@ -30,12 +43,7 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_
   float* yp = y.ptr<float>();
   parallel_for(rows, 4, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = xp + r * h;
-      float* yr = yp + r * h;
-      double ss = 0.0;
-      for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(xr[j]) * xr[j];
-      const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(h)) + eps);
-      for (int64_t j = 0; j < h; ++j) yr[j] = (xr[j] * inv) * wf[j];
+      rms_norm_row_dispatch(xp + r * h, wf.data(), yp + r * h, h, eps);
     }
   });
 }
