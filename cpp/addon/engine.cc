@@ -125,7 +125,10 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
       if (!fp.IsString()) bad("fingerprint", "must be a string");
       so.fingerprint = fp.As<Napi::String>().Utf8Value();
 
-      auto runner = std::make_unique<ModelRunner>(model, so.block_size, so.num_blocks);
+      const bool batch_invariant = o.Get("batchInvariant").ToBoolean().Value();
+      const Napi::Value argmax_v = o.Get("deviceArgmax");
+      const bool device_argmax = argmax_v.IsUndefined() || argmax_v.ToBoolean().Value();
+      auto runner = std::make_unique<ModelRunner>(model, so.block_size, so.num_blocks, batch_invariant, device_argmax);
       runner_ = runner.get();
       kv_bytes_ = runner->pool().bytes();
       shared_ = std::make_shared<Shared>();

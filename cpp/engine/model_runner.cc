@@ -18,8 +18,22 @@ PagedSpec ModelRunner::spec_for(const Model& model, int64_t block_size, int64_t 
   return s;
 }
 
-ModelRunner::ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64_t num_blocks)
-    : model_(std::move(model)), pool_(spec_for(*model_, block_size, num_blocks)) {}
+ModelRunner::ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64_t num_blocks, bool batch_invariant,
+                         bool device_argmax)
+    : model_(std::move(model)),
+      pool_(spec_for(*model_, block_size, num_blocks)),
+      batch_invariant_(batch_invariant),
+      device_argmax_(device_argmax) {}
+
+namespace {
+
+// Greedy with nothing that reads the logits beyond their argmax.
+bool plain_greedy(const SamplingParams& p) {
+  return p.temperature == 0.0 && p.repetition_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 &&
+         p.logit_bias.empty() && !p.logprobs && p.top_logprobs == 0;
+}
+
+}  // namespace
 
 void ModelRunner::begin(int64_t seq_id, const std::vector<int32_t>& prompt, const SamplingParams& params) {
   auto s = std::make_shared<Sampler>(params, model_->config().vocab_size);
@@ -38,32 +52,52 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
   const size_t n = plan.rows.size();
   out.tokens.assign(n, -1);
   out.samples.assign(n, SampleInfo{});
-  logits_.resize(n * static_cast<size_t>(vocab));
-  std::vector<CacheSet> caches(n);
-  std::vector<Model::Row> rows(n);
-  for (size_t i = 0; i < n; ++i) {
-    const StepRow& r = plan.rows[i];
-    caches[i] = make_paged_caches(pool_, *r.blocks, r.start);
-    rows[i].ids = r.tokens;
-    rows[i].t = r.count;
-    rows[i].caches = &caches[i];
-    rows[i].logits = logits_.data() + i * static_cast<size_t>(vocab);
-    rows[i].all_rows = false;
-  }
-  model_->forward_rows(rows);
-  for (size_t i = 0; i < n; ++i) {
-    const StepRow& r = plan.rows[i];
-    if (!r.sample) continue;
-    std::shared_ptr<Sampler> sampler;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = samplers_.find(r.seq_id);
+  std::vector<std::shared_ptr<Sampler>> samplers(n);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < n; ++i) {
+      if (!plan.rows[i].sample) continue;
+      auto it = samplers_.find(plan.rows[i].seq_id);
       MLXB_CHECK(it != samplers_.end(), "runner has no sampler for a planned sequence");
-      sampler = it->second;
+      samplers[i] = it->second;
     }
-    SampleResult res = sampler->sample(rows[i].logits);
+  }
+  logits_.resize(n * static_cast<size_t>(vocab));
+  std::vector<int32_t> argmax(n, -1);
+  std::vector<Model::PagedRow> paged(n);
+  for (size_t i = 0; i < n; ++i) {
+    const StepRow& r = plan.rows[i];
+    paged[i].ids = r.tokens;
+    paged[i].t = r.count;
+    paged[i].start = r.start;
+    paged[i].blocks = r.blocks;
+    if (!r.sample) continue;
+    if (device_argmax_ && plain_greedy(samplers[i]->params())) paged[i].argmax = &argmax[i];
+    else paged[i].logits = logits_.data() + i * static_cast<size_t>(vocab);
+  }
+  if (!model_->forward_paged(pool_, paged, batch_invariant_)) {
+    std::vector<CacheSet> caches(n);
+    std::vector<Model::Row> rows(n);
+    for (size_t i = 0; i < n; ++i) {
+      const StepRow& r = plan.rows[i];
+      caches[i] = make_paged_caches(pool_, *r.blocks, r.start);
+      rows[i].ids = r.tokens;
+      rows[i].t = r.count;
+      rows[i].caches = &caches[i];
+      rows[i].logits = logits_.data() + i * static_cast<size_t>(vocab);
+      rows[i].all_rows = false;
+      paged[i].argmax = nullptr;
+    }
+    model_->forward_rows(rows);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!plan.rows[i].sample) continue;
+    Sampler& sampler = *samplers[i];
+    SampleResult res;
+    if (paged[i].argmax) res.token = argmax[i];
+    else res = sampler.sample(logits_.data() + i * static_cast<size_t>(vocab));
     if (res.token < 0 || res.token >= vocab) fail(ErrorCode::kInternal, "sampler returned a token outside the vocabulary");
-    sampler->accept(res.token);
+    sampler.accept(res.token);
     out.tokens[i] = res.token;
     SampleInfo& info = out.samples[i];
     info.logprob = res.logprob;

@@ -1,6 +1,7 @@
 // Runner glue: executes a scheduler StepPlan on a Model over the paged KV pool and samples one
 // token per finishing row with that sequence's Sampler (engine/sampler.h). The only engine file
-// that names Model.
+// that names Model. Uses the model's batched paged forward when it has one (all rows in one
+// pass), else forward_rows over paged caches.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -17,7 +18,11 @@ namespace mlxb {
 
 class ModelRunner : public StepRunner {
  public:
-  ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64_t num_blocks);
+  // batch_invariant: every row's logits equal those it gets alone, also on CUDA (slower; the CPU
+  // is batch-invariant anyway). device_argmax: greedy rows without penalties, bias or logprobs
+  // take the argmax where the logits are instead of copying them to the host.
+  ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64_t num_blocks, bool batch_invariant = false,
+              bool device_argmax = true);
   // Registers a sequence before it is submitted (any thread). The prompt fills the penalty window.
   void begin(int64_t seq_id, const std::vector<int32_t>& prompt, const SamplingParams& params);
   void run(const StepPlan& plan, StepOutput& out) override;
@@ -32,6 +37,8 @@ class ModelRunner : public StepRunner {
   std::mutex mu_;  // guards samplers_ (begin/forget come from other threads)
   std::unordered_map<int64_t, std::shared_ptr<Sampler>> samplers_;
   std::vector<float> logits_;
+  bool batch_invariant_;
+  bool device_argmax_;
 };
 
 }  // namespace mlxb

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "models/decode_graph.h"
+#include "models/decoder_rows.h"
 
 namespace mlxb {
 
@@ -108,7 +109,37 @@ class Decoder final : public Model {
     return next;
   }
 
+  // Batched rows (decoder_rows.cc).
+  void forward_rows(const std::vector<Row>& rows) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    decoder_forward_rows(parts(), rows);
+  }
+  bool forward_paged(PagedKVPool& pool, const std::vector<PagedRow>& rows, bool batch_invariant) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    DecoderParts d = parts();
+    d.batch_invariant = batch_invariant;
+    decoder_forward_paged(d, pool, rows);
+    return true;
+  }
+
  private:
+  DecoderParts parts() const {
+    DecoderParts d;
+    d.cfg = &cfg_;
+    d.spec = &spec_;
+    d.device = device_;
+    d.act = act_;
+    d.embed = &embed_;
+    d.lm_head = &lm_head_;
+    d.layers = &layers_;
+    d.final_norm = &final_norm_;
+    d.rope_global = rope_global_.get();
+    d.rope_local = rope_local_.get();
+    d.attn = &attn_params_;
+    d.embed_scale = embed_scale();
+    return d;
+  }
+
   Tensor upload_ids(const int32_t* ids, int64_t t) const {
     Tensor ids_dev = Tensor::empty({t}, DType::I32, Device::kCPU);
     std::copy(ids, ids + t, ids_dev.ptr<int32_t>());

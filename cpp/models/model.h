@@ -14,6 +14,8 @@
 
 namespace mlxb {
 
+class PagedKVPool;
+
 struct LoadOptions {
   Device device = Device::kCPU;
   // Weights and activations: F32 (upcast at load), BF16 / F16 (kept; CPU still computes in f32),
@@ -70,6 +72,28 @@ class Model {
   // a family that fuses rows must give every row the logits it would get alone (batch invariance).
   virtual void forward_rows(const std::vector<Row>& rows) {
     for (const Row& r : rows) forward(r.ids, r.t, *r.caches, r.logits, r.all_rows);
+  }
+  // One sequence's chunk for forward_paged: `t` tokens at positions [start, start + t) whose KV
+  // blocks (covering [0, start + t)) are `blocks` in the engine's pool.
+  struct PagedRow {
+    const int32_t* ids = nullptr;
+    int64_t t = 0;
+    int64_t start = 0;
+    const std::vector<int32_t>* blocks = nullptr;
+    float* logits = nullptr;    // non-null: f32 [1, vocab] logits of the last token are written here
+    int32_t* argmax = nullptr;  // non-null: the argmax of those logits (ops::argmax: first maximum),
+                                // computed where the logits are (no logits copy needed)
+  };
+  // Runs independent sequences over a paged KV pool in one pass: every linear runs once over all
+  // rows' tokens. Rows with neither logits nor argmax only write their KV. Returns false when
+  // the family has no such path (the caller then uses forward_rows with paged caches).
+  // Batch invariance: on the CPU each row gets bit for bit what it gets alone; on CUDA when
+  // `batch_invariant` is set (slower: M-independent kernels only).
+  virtual bool forward_paged(PagedKVPool& pool, const std::vector<PagedRow>& rows, bool batch_invariant) {
+    (void)pool;
+    (void)rows;
+    (void)batch_invariant;
+    return false;
   }
   // Element type the KV cache should store for this model (the paged pool allocates it).
   virtual DType kv_dtype() const { return DType::F32; }

@@ -18,6 +18,9 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) { backend(out.device()).
 void softcap(Tensor& x, float cap) { backend(x.device()).softcap(x, cap); }
 void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) { backend(cache.device()).kv_write(src, slots, cache); }
 void convert(const Tensor& src, Tensor& dst) { backend(dst.device()).convert(src, dst); }
+void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) { backend(out.device()).kv_gather(cache, slots, out); }
+void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
+                     const AttentionArgs& args, Tensor& out) { backend(out.device()).paged_attention(q, k, v, rows, args, out); }
 void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) {
   backend(y.device()).add_rms_norm(x, branch, w, eps, add_one, y);
 }

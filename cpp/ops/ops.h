@@ -38,6 +38,20 @@ struct AttentionArgs {
   Tensor kv_len;
 };
 
+// The rows of a paged attention call (the engine's batched step; see Backend::paged_attention).
+// All tensors i32 on the op's device. Row r's queries are its last q_count[r] positions: query i
+// of row r is at position kv_len[r] - q_count[r] + i.
+struct PagedAttentionRows {
+  Tensor q_offset;     // [R]: row r's queries are q rows [q_offset[r], q_offset[r] + q_count[r])
+  Tensor q_count;      // [R], >= 1
+  Tensor kv_len;       // [R]: row r's keys are its positions [0, kv_len[r]), kv_len[r] >= q_count[r]
+  Tensor block_table;  // [R, max_blocks]: position p of row r is in pool slot
+                       // block_table[r, p / block_size] * block_size + p % block_size
+  int64_t block_size = 0;
+  int64_t max_q_count = 0;  // max over q_count (bounds the launch)
+  int64_t max_kv_len = 0;   // max over kv_len
+};
+
 // MLX affine-quantized linear weight: w = scale * q + bias per group of `group_size` along K.
 // q packed little-endian into uint32 words exactly as MLX packs them ([N, K * bits / 32]);
 // scales/biases [N, K / group_size] in f16/bf16/f32.
@@ -102,6 +116,15 @@ class Backend {
   virtual void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) = 0;
   // dst = src converted to dst's dtype (same shape, contiguous)
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
+  // out[h, i, :] = cache[h, slots[i], :] for cache [H, S, D] (dim-0 stride any), slots i32 [N],
+  // out [H, N, D] contiguous (dtype conversion allowed)
+  virtual void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) = 0;
+  // Attention of R sequences over a paged pool in one call: q [T, Hq, D] (the rows' tokens back
+  // to back, see PagedAttentionRows), k, v pools [Hkv, S, D] (contiguous rows, dim-0 stride
+  // >= S*D), out [T, Hq, D]. Each query gets what `attention` gives it over its row's keys
+  // gathered in position order (same scale, soft-cap, causal and window rules).
+  virtual void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
+                               const AttentionArgs& args, Tensor& out) = 0;
 
   // --- additive ops with generic defaults (a backend may fuse them)
   // x = x + branch, then y = rms_norm(x) (the sum rounded to x's dtype first, as add then rms_norm)
@@ -149,6 +172,9 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void softcap(Tensor& x, float cap);
 void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache);
 void convert(const Tensor& src, Tensor& dst);
+void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out);
+void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
+                     const AttentionArgs& args, Tensor& out);
 void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y);
 void argmax(const Tensor& x, Tensor& out);
 void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);

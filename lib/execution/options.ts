@@ -27,11 +27,18 @@ export interface InferenceEngineOptions {
   prefixCacheBytes?: number | null;
   /** Most tokens (prompt + generated) of one request. Default: the model's context, clamped to the pool. */
   maxContext?: number | null;
+  /**
+   * Every request's logits equal those it gets alone, whatever runs beside it. Always true on the
+   * CPU; on CUDA this option selects M-independent kernels (slower: see the README). Default false.
+   */
+  batchInvariant?: boolean | null;
+  /** Greedy requests (no penalties, bias or logprobs) take the argmax on the device instead of copying logits. Default true. */
+  deviceArgmax?: boolean | null;
 }
 
 export const ENGINE_OPTION_NAMES = [
   'maxRows', 'maxQueue', 'blockSize', 'kvBlocks', 'kvBytes', 'prefillChunk', 'prefillBudget',
-  'prefixCache', 'prefixCacheBytes', 'maxContext',
+  'prefixCache', 'prefixCacheBytes', 'maxContext', 'batchInvariant', 'deviceArgmax',
 ] as const;
 
 const DEFAULT_POOL_BYTES = 2 ** 31;
@@ -54,6 +61,8 @@ export function resolveEngineOptions(
   const prefillChunk = int('prefillChunk', 1, 2 ** 20) ?? 256;
   const prefillBudget = Math.max(int('prefillBudget', 1, 2 ** 22) ?? prefillChunk, prefillChunk);
   const prefixCache = booleanOption('prefixCache', o.prefixCache) ?? true;
+  const batchInvariant = booleanOption('batchInvariant', o.batchInvariant) ?? false;
+  const deviceArgmax = booleanOption('deviceArgmax', o.deviceArgmax) ?? true;
   const kvBlocksOpt = int('kvBlocks', 1, 2 ** 24);
   const kvBytesOpt = numberOption('kvBytes', o.kvBytes, 1, 2 ** 50, { integer: true });
   const cacheBytes = numberOption('prefixCacheBytes', o.prefixCacheBytes, 0, 2 ** 50, { integer: true });
@@ -80,5 +89,7 @@ export function resolveEngineOptions(
   if (prefixCache) {
     prefixCacheBlocks = cacheBytes === undefined || bytesPerBlock === 0 ? kvBlocks : Math.min(kvBlocks, Math.floor(cacheBytes / bytesPerBlock));
   }
-  return { maxRows, maxQueue, blockSize, kvBlocks, prefixCacheBlocks, prefillChunk, prefillBudget, maxContext };
+  return {
+    maxRows, maxQueue, blockSize, kvBlocks, prefixCacheBlocks, prefillChunk, prefillBudget, maxContext, batchInvariant, deviceArgmax,
+  };
 }

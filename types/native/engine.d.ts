@@ -16,6 +16,10 @@ export interface NativeEngineOptions {
   maxContext: number;
   /** Model identity mixed into prefix-cache keys. */
   fingerprint: string;
+  /** M-independent kernels so each row's logits do not depend on the batch (CUDA; the CPU always is). */
+  batchInvariant: boolean;
+  /** Plain greedy rows take the argmax on the model's device. */
+  deviceArgmax: boolean;
 }
 
 /** One request's news from one step. */

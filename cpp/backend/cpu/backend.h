@@ -29,6 +29,9 @@ class CpuBackend final : public Backend {
   void softcap(Tensor& x, float cap) override;
   void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) override;
   void convert(const Tensor& src, Tensor& dst) override;
+  void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) override;
+  void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
+                       const AttentionArgs& args, Tensor& out) override;
 };
 
 }  // namespace mlxb::cpu

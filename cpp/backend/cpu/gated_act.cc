@@ -1,6 +1,7 @@
 // gated_act: out[T,F] = act(gate) * up, float32. SiLU g / (1 + exp(-g)); GELU exact
 // 0.5 g (1 + erf(g / sqrt 2)); GELU tanh 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), the
 // formulas of torch.nn.functional. out may alias gate or up.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/backend.h"
@@ -44,7 +45,18 @@ void CpuBackend::gated_act(const Tensor& gate, const Tensor& up, Activation act,
   const float* g = gate.ptr<float>();
   const float* u = up.ptr<float>();
   float* o = out.ptr<float>();
-  parallel_for(gate.numel(), 4096, [&](int64_t i0, int64_t i1) { gated_act_dispatch(g + i0, u + i0, o + i0, i1 - i0, act); });
+  // Work items are pieces of one row cut at multiples of 1024 from the row start, so whether an
+  // element takes the SIMD body or the scalar tail depends only on its column: a row's result
+  // does not depend on how many rows share the call (batch invariance).
+  const int64_t f = gate.ndim() > 0 ? gate.dim(-1) : 1;
+  if (f == 0 || gate.numel() == 0) return;
+  const int64_t rows = gate.numel() / f, pieces = (f + 1023) / 1024;
+  parallel_for(rows * pieces, 4, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t r = i / pieces, c0 = (i % pieces) * 1024, c1 = std::min(f, c0 + 1024), at = r * f + c0;
+      gated_act_dispatch(g + at, u + at, o + at, c1 - c0, act);
+    }
+  });
 }
 
 }  // namespace mlxb::cpu

@@ -5,13 +5,14 @@
 //   bf16 weights take a cheaper route: 16 weights are one 32-byte load, and their float32 values
 //   are that register shifted left by 16 bits (even elements) and masked to the high halves (odd
 //   elements), with x reordered once per call to match ([8 even, 8 odd] per 16).
-// - gemm: larger M (prefill). x is packed once into 6-row strips; threads split N into 16-column
-//   panels whose weights are converted to float32 and packed k-major ([256][16]) a chunk at a
-//   time, then a 6x16 register tile of y is accumulated per strip and panel (GotoBLAS-style).
-// Both accumulate in float32 with FMA; only the summation order differs from the reference.
+// - gemm: larger M (prefill, batched decode). The same per-output computation as the GEMV (see
+//   gemm_rows), so a row's result is bit for bit the same whatever M is (batch invariance: the
+//   engine fuses sequences into one matmul and must give each the logits it gets alone). By CPU
+//   time it measured as fast as the packed 6x16 GotoBLAS-style kernel it replaced (2026-11-29,
+//   Llama-1B shapes, M=512: 121-130 vs 85-123 GFLOP/s per core).
+// Both accumulate in float32 with FMA; only the summation order differs from the reference, and
+// it depends on the output's column and K only, never on M.
 #include <algorithm>
-#include <cstring>
-#include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/scratch.h"
@@ -71,7 +72,8 @@ void gemv_bf16_rows(const float* x, const float* xs, const uint16_t* w, const fl
   const uint16_t* wr[RB];
   for (int r = 0; r < RB; ++r) wr[r] = w + (n0 + r) * k;
   const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-  // M <= 2: separate even and odd accumulators, so 2 * M * RB independent FMA chains hide the FMA latency.
+  // Separate even and odd accumulators (2 * M * RB independent FMA chains hide the FMA latency),
+  // for every M: one summation order whatever the batch.
   __m256 acc[M][RB], acc_o[M][RB];
   for (int m = 0; m < M; ++m)
     for (int r = 0; r < RB; ++r) acc[m][r] = acc_o[m][r] = _mm256_setzero_ps();
@@ -87,8 +89,7 @@ void gemv_bf16_rows(const float* x, const float* xs, const uint16_t* w, const fl
       const __m256 xe = _mm256_loadu_ps(xs + m * k + p), xo = _mm256_loadu_ps(xs + m * k + p + 8);
       for (int r = 0; r < RB; ++r) {
         acc[m][r] = _mm256_fmadd_ps(xe, we[r], acc[m][r]);
-        if constexpr (M <= 2) acc_o[m][r] = _mm256_fmadd_ps(xo, wo[r], acc_o[m][r]);
-        else acc[m][r] = _mm256_fmadd_ps(xo, wo[r], acc[m][r]);  // M * RB = 8 chains already; no spare registers
+        acc_o[m][r] = _mm256_fmadd_ps(xo, wo[r], acc_o[m][r]);
       }
     }
   }
@@ -100,20 +101,25 @@ void gemv_bf16_rows(const float* x, const float* xs, const uint16_t* w, const fl
     }
 }
 
-template <int M>
-void gemv_bf16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t n, int64_t k) {
-  // x rows with every 16-block split into its even and odd elements (the weights' lane order).
-  float* xs = scratch<float>(static_cast<size_t>(M * k), 0);
+// x rows with every 16-block split into its even and odd elements (the weights' lane order).
+const float* split_even_odd(const float* x, int64_t m_count, int64_t k) {
+  float* xs = scratch<float>(static_cast<size_t>(m_count * k), 0);
   const int64_t k16 = k & ~int64_t{15};
   const __m256i even_first = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  for (int m = 0; m < M; ++m)
+  for (int64_t m = 0; m < m_count; ++m)
     for (int64_t p = 0; p < k16; p += 16) {
       const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + m * k + p), even_first);      // e0..e3 o0..o3
       const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + m * k + p + 8), even_first);  // e4..e7 o4..o7
       _mm256_storeu_ps(xs + m * k + p, _mm256_permute2f128_ps(a, b, 0x20));
       _mm256_storeu_ps(xs + m * k + p + 8, _mm256_permute2f128_ps(a, b, 0x31));
     }
-  constexpr int RB = M <= 2 ? 4 : 2;
+  return xs;
+}
+
+template <int M>
+void gemv_bf16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t n, int64_t k) {
+  const float* xs = split_even_odd(x, M, k);
+  constexpr int RB = M <= 2 ? 4 : 1;  // M > 2: 2 * M accumulators already fill the registers
   const int64_t blocks = (n + RB - 1) / RB;
   parallel_for(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
@@ -146,155 +152,41 @@ void gemv_m(const float* x, const void* w, const float* bias, float* y, int64_t 
   }
 }
 
-constexpr int kMR = 6, kNR = 16;
-constexpr int64_t kKC = 256;
-
-// In-register transpose of 8 rows of 8 floats: v[i][j] -> v[j][i].
-inline void transpose8(__m256 v[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-  v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-// Packs w[n0 .. n0+16, k0 .. k0+kc] as float32 [kc][16]; rows past n are zero.
-template <DType T>
-void pack_panel(const void* w, int64_t n0, int64_t n, int64_t k, int64_t k0, int64_t kc, float* dst) {
-  const int64_t es = dtype_size(T);
-  const int64_t rows = std::min<int64_t>(kNR, n - n0);
-  if (rows < kNR) std::memset(dst, 0, static_cast<size_t>(kc * kNR) * sizeof(float));
-  const int64_t kc8 = kc & ~int64_t{7};
-  if (rows == kNR) {
-    // 8 rows x 8 k at a time, transposed in registers: dst rows are k, 16 floats each.
-    for (int64_t r0 = 0; r0 < kNR; r0 += 8) {
-      const char* src[8];
-      for (int i = 0; i < 8; ++i) src[i] = static_cast<const char*>(w) + ((n0 + r0 + i) * k + k0) * es;
-      for (int64_t p = 0; p < kc8; p += 8) {
-        __m256 v[8];
-        for (int i = 0; i < 8; ++i) v[i] = load8<T>(src[i], p);
-        transpose8(v);
-        for (int i = 0; i < 8; ++i) _mm256_store_ps(dst + (p + i) * kNR + r0, v[i]);
-      }
-      for (int64_t p = kc8; p < kc; ++p)
-        for (int i = 0; i < 8; ++i) dst[p * kNR + r0 + i] = load1<T>(src[i], p);
-    }
-    return;
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    const char* src = static_cast<const char*>(w) + ((n0 + r) * k + k0) * es;
-    int64_t p = 0;
-    for (; p < kc8; p += 8) {
-      alignas(32) float t[8];
-      _mm256_store_ps(t, load8<T>(src, p));
-      for (int i = 0; i < 8; ++i) dst[(p + i) * kNR + r] = t[i];
-    }
-    for (; p < kc; ++p) dst[p * kNR + r] = load1<T>(src, p);
+// Batch-invariant GEMM for M > 4: every output computed exactly as the GEMV computes it (same
+// per-lane FMA chains, horizontal sum, tail and bias). Threads split N into blocks of weight rows
+// small enough to stay in L2 while every 4-row slice of x sweeps them.
+template <DType T, int M>
+void rows_block(const float* x, const float* xs, const void* w, const float* bias, float* y, int64_t r0, int64_t r1,
+                int64_t n, int64_t k) {
+  if constexpr (T == DType::BF16) {
+    const uint16_t* wb = static_cast<const uint16_t*>(w);
+    for (int64_t r = r0; r < r1; ++r) gemv_bf16_rows<M, 1>(x, xs, wb, bias, y, r, n, k);
+  } else {
+    constexpr int RB = 3;
+    int64_t r = r0;
+    for (; r + RB <= r1; r += RB) gemv_rows<T, M, RB>(x, w, bias, y, r, n, k);
+    for (; r < r1; ++r) gemv_rows<T, M, 1>(x, w, bias, y, r, n, k);
   }
 }
-
-// c[MR x 16] (ldc) (+)= x[MR x kc] (ldx) · panel[kc x 16]. `first`: overwrite c (adding bias).
-// The accumulators are named variables (not an array) so they stay in registers.
-template <int MR>
-void micro(const float* xp, const float* panel, int64_t kc, float* c, int64_t ldc, int64_t ncols, bool first,
-           const float* bias) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_load_ps(panel + p * kNR), b1 = _mm256_load_ps(panel + p * kNR + 8);
-    const float* a6 = xp + p * kMR;
-    __m256 a;
-    a = _mm256_broadcast_ss(a6); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
-    if constexpr (MR > 1) { a = _mm256_broadcast_ss(a6 + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11); }
-    if constexpr (MR > 2) { a = _mm256_broadcast_ss(a6 + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21); }
-    if constexpr (MR > 3) { a = _mm256_broadcast_ss(a6 + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31); }
-    if constexpr (MR > 4) { a = _mm256_broadcast_ss(a6 + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41); }
-    if constexpr (MR > 5) { a = _mm256_broadcast_ss(a6 + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51); }
-  }
-  alignas(32) float tile[kMR][kNR];
-  _mm256_store_ps(tile[0], c00); _mm256_store_ps(tile[0] + 8, c01);
-  _mm256_store_ps(tile[1], c10); _mm256_store_ps(tile[1] + 8, c11);
-  _mm256_store_ps(tile[2], c20); _mm256_store_ps(tile[2] + 8, c21);
-  _mm256_store_ps(tile[3], c30); _mm256_store_ps(tile[3] + 8, c31);
-  _mm256_store_ps(tile[4], c40); _mm256_store_ps(tile[4] + 8, c41);
-  _mm256_store_ps(tile[5], c50); _mm256_store_ps(tile[5] + 8, c51);
-  alignas(32) float bias_t[kNR] = {};
-  if (first && bias) std::memcpy(bias_t, bias, static_cast<size_t>(ncols) * sizeof(float));
-  for (int i = 0; i < MR; ++i) {
-    float* ci = c + i * ldc;
-    if (ncols == kNR) {
-      __m256 c0 = first ? _mm256_load_ps(bias_t) : _mm256_loadu_ps(ci);
-      __m256 c1 = first ? _mm256_load_ps(bias_t + 8) : _mm256_loadu_ps(ci + 8);
-      _mm256_storeu_ps(ci, _mm256_add_ps(c0, _mm256_load_ps(tile[i])));
-      _mm256_storeu_ps(ci + 8, _mm256_add_ps(c1, _mm256_load_ps(tile[i] + 8)));
-    } else {
-      for (int64_t j = 0; j < ncols; ++j) ci[j] = (first ? bias_t[j] : ci[j]) + tile[i][j];
-    }
-  }
-}
-
-using MicroFn = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool, const float*);
-constexpr MicroFn kMicro[kMR + 1] = {nullptr, micro<1>, micro<2>, micro<3>, micro<4>, micro<5>, micro<6>};
-
-// x [m, k] -> blocks [k / kc][m / 6][kc][6] (rows past m are zero), so the micro-kernel reads
-// its 6 activation rows as one contiguous stream.
-const float* pack_x(const float* x, int64_t m, int64_t k) {
-  const int64_t mb = (m + kMR - 1) / kMR;
-  float* xp = scratch<float>(static_cast<size_t>(mb * kMR * k), 0);
-  parallel_for(mb, 4, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-        const int64_t kc = std::min<int64_t>(kKC, k - k0);
-        float* dst = xp + k0 * mb * kMR + b * kc * kMR;
-        for (int i = 0; i < kMR; ++i) {
-          const int64_t row = b * kMR + i;
-          if (row < m) {
-            const float* src = x + row * k + k0;
-            for (int64_t p = 0; p < kc; ++p) dst[p * kMR + i] = src[p];
-          } else {
-            for (int64_t p = 0; p < kc; ++p) dst[p * kMR + i] = 0.0f;
-          }
-        }
-      }
-  });
-  return xp;
-}
-
-// Per thread: chunks of up to kPanels panels (512 columns); per 256-deep k block the chunk's
-// weights are packed once (512 KB, L2) and every 6-row block of x (6 KB, L1) sweeps them.
-constexpr int64_t kPanels = 32;
 
 template <DType T>
-void gemm_t(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
-  const float* xp = pack_x(x, m, k);
-  const int64_t mb = (m + kMR - 1) / kMR;
-  const int64_t panels = (n + kNR - 1) / kNR;
-  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-    float* packed = scratch<float>(static_cast<size_t>(kPanels * kKC * kNR), 1);
-    for (int64_t c0 = p0; c0 < p1; c0 += kPanels) {
-      const int64_t c1 = std::min(p1, c0 + kPanels);
-      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-        const int64_t kc = std::min<int64_t>(kKC, k - k0);
-        for (int64_t pi = c0; pi < c1; ++pi) pack_panel<T>(w, pi * kNR, n, k, k0, kc, packed + (pi - c0) * kKC * kNR);
-        const float* xb = xp + k0 * mb * kMR;
-        for (int64_t b = 0; b < mb; ++b) {
-          const int mr = static_cast<int>(std::min<int64_t>(kMR, m - b * kMR));
-          for (int64_t pi = c0; pi < c1; ++pi) {
-            const int64_t n0 = pi * kNR, ncols = std::min<int64_t>(kNR, n - n0);
-            kMicro[mr](xb + b * kc * kMR, packed + (pi - c0) * kKC * kNR, kc, y + b * kMR * n + n0, n, ncols, k0 == 0,
-                       bias ? bias + n0 : nullptr);
-          }
+void gemm_rows(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
+  const float* xs = T == DType::BF16 ? split_even_odd(x, m, k) : nullptr;
+  const int64_t row_bytes = std::max<int64_t>(1, k * dtype_size(T));
+  const int64_t nb = std::max<int64_t>(6, (int64_t{192} * 1024 / row_bytes) / 6 * 6);
+  const int64_t blocks = (n + nb - 1) / nb;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * nb, r1 = std::min(n, r0 + nb);
+      for (int64_t m0 = 0; m0 < m; m0 += 4) {
+        const float* xm = x + m0 * k;
+        const float* xsm = xs ? xs + m0 * k : nullptr;
+        float* ym = y + m0 * n;
+        switch (std::min<int64_t>(4, m - m0)) {
+          case 1: rows_block<T, 1>(xm, xsm, w, bias, ym, r0, r1, n, k); break;
+          case 2: rows_block<T, 2>(xm, xsm, w, bias, ym, r0, r1, n, k); break;
+          case 3: rows_block<T, 3>(xm, xsm, w, bias, ym, r0, r1, n, k); break;
+          default: rows_block<T, 4>(xm, xsm, w, bias, ym, r0, r1, n, k); break;
         }
       }
     }
@@ -312,9 +204,9 @@ void matmul(const float* x, const void* w, DType wt, const float* bias, float* y
     }
   }
   switch (wt) {
-    case DType::F32: gemm_t<DType::F32>(x, w, bias, y, m, n, k); return;
-    case DType::BF16: gemm_t<DType::BF16>(x, w, bias, y, m, n, k); return;
-    default: gemm_t<DType::F16>(x, w, bias, y, m, n, k); return;
+    case DType::F32: gemm_rows<DType::F32>(x, w, bias, y, m, n, k); return;
+    case DType::BF16: gemm_rows<DType::BF16>(x, w, bias, y, m, n, k); return;
+    default: gemm_rows<DType::F16>(x, w, bias, y, m, n, k); return;
   }
 }
 

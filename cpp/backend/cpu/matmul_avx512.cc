@@ -1,12 +1,13 @@
 // AVX-512 matmul kernels (this file alone is compiled with AVX-512 F/BW/VL/DQ/BF16 flags; it is
 // only called when cpu_features() reports F/BW/DQ/VL, and the vdpbf16ps path only with BF16).
 // - gemv (M <= 4, decode): as the AVX2 one, 16 lanes wide; weights converted exactly to float32.
-// - gemm, bf16 weights with AVX512_BF16: activations are rounded to bf16 (round to nearest even)
-//   and multiplied with vdpbf16ps, which accumulates pairs of products in float32 - the
-//   precision torch uses for a bf16 model. Panel layout: [k/2][32 columns] of bf16 pairs.
-// - gemm, f32/f16 weights (and bf16 where AVX512_BF16 is missing): exact float32 FMA,
-//   weights converted and packed as [kc][32 columns].
-// Register tile 12 x 32 (24 zmm accumulators); x packed in 12-row strips.
+// - gemm (M > 4): the GEMV's per-output computation over blocks of weight rows (gemm_rows), so a
+//   row's result does not depend on M (batch invariance; the dispatcher always takes this one).
+// - bf16-dot gemm (only when asked, use_bf16_dot): activations are rounded to bf16 (round to
+//   nearest even) and multiplied with vdpbf16ps, which accumulates pairs of products in float32 -
+//   the precision torch uses for a bf16 model. Panel layout: [k/2][32 columns] of bf16 pairs;
+//   register tile 12 x 32 (24 zmm accumulators); x packed in 12-row strips. Not batch-invariant
+//   (M <= 4 takes the GEMV), so the dispatcher does not use it.
 #include <immintrin.h>
 
 // GCC 12's AVX-512 conversion intrinsics start from an "undefined" register and trip
@@ -111,7 +112,40 @@ void gemv_m(const float* x, const void* w, const float* bias, float* y, int64_t 
   }
 }
 
-// ---------------------------------------------------------------- gemm
+// Batch-invariant GEMM for M > 4 (see the AVX2 file): every output computed exactly as the GEMV
+// computes it, over blocks of weight rows that stay in L2 while every 4-row slice of x sweeps them.
+template <DType T, int M>
+void rows_block(const float* x, const void* w, const float* bias, float* y, int64_t r0, int64_t r1, int64_t n,
+                int64_t k) {
+  constexpr int RB = 4;
+  int64_t r = r0;
+  for (; r + RB <= r1; r += RB) gemv_rows<T, M, RB>(x, w, bias, y, r, n, k);
+  for (; r < r1; ++r) gemv_rows<T, M, 1>(x, w, bias, y, r, n, k);
+}
+
+template <DType T>
+void gemm_rows(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
+  const int64_t row_bytes = std::max<int64_t>(1, k * dtype_size(T));
+  const int64_t nb = std::max<int64_t>(8, (int64_t{256} * 1024 / row_bytes) / 8 * 8);
+  const int64_t blocks = (n + nb - 1) / nb;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * nb, r1 = std::min(n, r0 + nb);
+      for (int64_t m0 = 0; m0 < m; m0 += 4) {
+        const float* xs = x + m0 * k;
+        float* ys = y + m0 * n;
+        switch (std::min<int64_t>(4, m - m0)) {
+          case 1: rows_block<T, 1>(xs, w, bias, ys, r0, r1, n, k); break;
+          case 2: rows_block<T, 2>(xs, w, bias, ys, r0, r1, n, k); break;
+          case 3: rows_block<T, 3>(xs, w, bias, ys, r0, r1, n, k); break;
+          default: rows_block<T, 4>(xs, w, bias, ys, r0, r1, n, k); break;
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- bf16-dot gemm
 constexpr int kMR = 12, kNR = 32;
 constexpr int64_t kKC = 256;   // k per block (even)
 constexpr int64_t kPanels = 16;  // panels packed per chunk: 16 x 32 columns
@@ -135,25 +169,6 @@ inline void store_tile(const __m512 (&acc)[kMR][2], float* c, int64_t ldc, int64
   }
 }
 
-// float32 FMA micro-kernel: xp [kc][12] floats, panel [kc][32] floats.
-template <int MR>
-void micro_f32(const float* xp, const float* panel, int64_t kc, float* c, int64_t ldc, int64_t ncols, bool first,
-               const float* bias) {
-  __m512 acc[kMR][2];
-#pragma GCC unroll 16
-  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b0 = _mm512_load_ps(panel + p * kNR), b1 = _mm512_load_ps(panel + p * kNR + 16);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(xp[p * kMR + i]);
-      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
-    }
-  }
-  store_tile<MR>(acc, c, ldc, ncols, first, bias);
-}
-
 // bf16 pair-dot micro-kernel: xp [kc/2][12] uint32 (bf16 pairs), panel [kc/2][32] uint32.
 template <int MR>
 void micro_bf16(const uint32_t* xp, const uint32_t* panel, int64_t kp, float* c, int64_t ldc, int64_t ncols, bool first,
@@ -174,11 +189,7 @@ void micro_bf16(const uint32_t* xp, const uint32_t* panel, int64_t kp, float* c,
   store_tile<MR>(acc, c, ldc, ncols, first, bias);
 }
 
-using MicroF32 = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool, const float*);
 using MicroBf16 = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t, bool, const float*);
-constexpr MicroF32 kMicroF32[kMR + 1] = {nullptr, micro_f32<1>, micro_f32<2>, micro_f32<3>, micro_f32<4>,
-                                         micro_f32<5>, micro_f32<6>, micro_f32<7>, micro_f32<8>, micro_f32<9>,
-                                         micro_f32<10>, micro_f32<11>, micro_f32<12>};
 constexpr MicroBf16 kMicroBf16[kMR + 1] = {nullptr, micro_bf16<1>, micro_bf16<2>, micro_bf16<3>, micro_bf16<4>,
                                            micro_bf16<5>, micro_bf16<6>, micro_bf16<7>, micro_bf16<8>, micro_bf16<9>,
                                            micro_bf16<10>, micro_bf16<11>, micro_bf16<12>};
@@ -225,24 +236,6 @@ const uint32_t* pack_x_bf16(const float* x, int64_t m, int64_t k) {
   return xp;
 }
 
-// x [m, k] -> blocks [k / kc][m / 12][kc][12] float32.
-const float* pack_x_f32(const float* x, int64_t m, int64_t k) {
-  const int64_t mb = (m + kMR - 1) / kMR;
-  float* xp = scratch<float>(static_cast<size_t>(mb * kMR * k), 0);
-  parallel_for(mb, 2, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-        const int64_t kc = std::min<int64_t>(kKC, k - k0);
-        float* dst = xp + k0 * mb * kMR + b * kc * kMR;
-        for (int i = 0; i < kMR; ++i) {
-          const int64_t r = b * kMR + i;
-          for (int64_t p = 0; p < kc; ++p) dst[p * kMR + i] = r < m ? x[r * k + k0 + p] : 0.0f;
-        }
-      }
-  });
-  return xp;
-}
-
 // w rows n0 .. n0+32, columns k0 .. k0+kc, bf16 -> [pairs(kc)][32] uint32; rows past n are zero.
 void pack_panel_bf16(const uint16_t* w, int64_t n0, int64_t n, int64_t k, int64_t k0, int64_t kc, uint32_t* dst) {
   const int64_t kp = pairs(kc), rows = std::min<int64_t>(kNR, n - n0);
@@ -250,24 +243,6 @@ void pack_panel_bf16(const uint16_t* w, int64_t n0, int64_t n, int64_t k, int64_
   for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* src = w + (n0 + r) * k + k0;
     for (int64_t p = 0; p < kp; ++p) dst[p * kNR + r] = bf16_pair(src, p, kc);
-  }
-}
-
-// w rows n0 .. n0+32, columns k0 .. k0+kc -> float32 [kc][32]; rows past n are zero.
-template <DType T>
-void pack_panel_f32(const void* w, int64_t n0, int64_t n, int64_t k, int64_t k0, int64_t kc, float* dst) {
-  const int64_t es = dtype_size(T), rows = std::min<int64_t>(kNR, n - n0);
-  if (rows < kNR) std::memset(dst, 0, static_cast<size_t>(kc * kNR) * sizeof(float));
-  const int64_t kc16 = kc & ~int64_t{15};
-  for (int64_t r = 0; r < rows; ++r) {
-    const char* src = static_cast<const char*>(w) + ((n0 + r) * k + k0) * es;
-    int64_t p = 0;
-    for (; p < kc16; p += 16) {
-      alignas(64) float t[16];
-      _mm512_store_ps(t, load16<T>(src, p));
-      for (int i = 0; i < 16; ++i) dst[(p + i) * kNR + r] = t[i];
-    }
-    for (; p < kc; ++p) dst[p * kNR + r] = load1<T>(src, p);
   }
 }
 
@@ -298,32 +273,6 @@ void gemm_bf16(const float* x, const uint16_t* w, const float* bias, float* y, i
   });
 }
 
-template <DType T>
-void gemm_f32(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
-  const float* xp = pack_x_f32(x, m, k);
-  const int64_t mb = (m + kMR - 1) / kMR;
-  const int64_t panels = (n + kNR - 1) / kNR;
-  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-    float* packed = scratch<float>(static_cast<size_t>(kPanels * kKC * kNR), 1);
-    for (int64_t c0 = p0; c0 < p1; c0 += kPanels) {
-      const int64_t c1 = std::min(p1, c0 + kPanels);
-      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-        const int64_t kc = std::min<int64_t>(kKC, k - k0);
-        for (int64_t pi = c0; pi < c1; ++pi) pack_panel_f32<T>(w, pi * kNR, n, k, k0, kc, packed + (pi - c0) * kKC * kNR);
-        const float* xb = xp + k0 * mb * kMR;
-        for (int64_t b = 0; b < mb; ++b) {
-          const int mr = static_cast<int>(std::min<int64_t>(kMR, m - b * kMR));
-          for (int64_t pi = c0; pi < c1; ++pi) {
-            const int64_t n0 = pi * kNR, ncols = std::min<int64_t>(kNR, n - n0);
-            kMicroF32[mr](xb + b * kc * kMR, packed + (pi - c0) * kKC * kNR, kc, y + b * kMR * n + n0, n, ncols, k0 == 0,
-                          bias ? bias + n0 : nullptr);
-          }
-        }
-      }
-    }
-  });
-}
-
 }  // namespace
 
 void matmul(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n, int64_t k,
@@ -336,12 +285,12 @@ void matmul(const float* x, const void* w, DType wt, const float* bias, float* y
     }
   }
   switch (wt) {
-    case DType::F32: gemm_f32<DType::F32>(x, w, bias, y, m, n, k); return;
+    case DType::F32: gemm_rows<DType::F32>(x, w, bias, y, m, n, k); return;
     case DType::BF16:
       if (use_bf16_dot) gemm_bf16(x, static_cast<const uint16_t*>(w), bias, y, m, n, k);
-      else gemm_f32<DType::BF16>(x, w, bias, y, m, n, k);
+      else gemm_rows<DType::BF16>(x, w, bias, y, m, n, k);
       return;
-    default: gemm_f32<DType::F16>(x, w, bias, y, m, n, k); return;
+    default: gemm_rows<DType::F16>(x, w, bias, y, m, n, k); return;
   }
 }
 

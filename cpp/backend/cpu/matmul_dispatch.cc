@@ -17,7 +17,8 @@ SimdLevel simd_level() {
 void matmul_dispatch(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n,
                      int64_t k) {
   if (simd_level() == SimdLevel::kAvx512) {
-    avx512::matmul(x, w, wt, bias, y, m, n, k, cpu_features().avx512_bf16);
+    // The bf16-dot GEMM stays off: a row's result must not depend on M (batch invariance).
+    avx512::matmul(x, w, wt, bias, y, m, n, k, /*use_bf16_dot=*/false);
     return;
   }
   if (simd_level() >= SimdLevel::kAvx2) {

@@ -31,6 +31,9 @@ class CudaBackend final : public Backend {
   void softcap(Tensor& x, float cap) override;
   void kv_write(const Tensor& src, const Tensor& slots, Tensor& cache) override;
   void convert(const Tensor& src, Tensor& dst) override;
+  void kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) override;
+  void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
+                       const AttentionArgs& args, Tensor& out) override;
   void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) override;
   void argmax(const Tensor& x, Tensor& out) override;
   void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) override;

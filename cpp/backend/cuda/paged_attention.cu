@@ -1,0 +1,258 @@
+// The engine's batched-step ops on CUDA (ops.h; cpu/paged_attention.cc is the reference):
+// - paged_attention: one launch for every row of a step. Block = (row, kv head, query of the
+//   row); its 4 warps split the row's visible keys, reading each key's pool slot from the block
+//   table. A key is scored by D/8 lanes (8 head elements each, 16-byte loads, shuffle-reduced dot)
+//   for all query heads of the kv head at once, with an online softmax per head; the warps'
+//   partial (max, sum, output) are merged through shared memory. Causal and sliding-window rows
+//   only visit their visible key range.
+// - kv_gather: out[h, i, :] = cache[h, slots[i], :] (prefill rows gather once, then use flash).
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/backend.h"
+
+namespace mlxb::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+
+template <typename T>
+__device__ __forceinline__ void load8_any(const T* p, float* v) {
+  load8(p, v);
+}
+
+// kLanes lanes per key (head_dim = 8 * kLanes), at most kG query heads per kv head.
+template <int kLanes, int kG, typename T>
+__global__ void __launch_bounds__(kWarps * 32)
+    paged_kernel(const T* __restrict__ q, const T* __restrict__ kpool, const T* __restrict__ vpool, int64_t pool_stride,
+                 const int32_t* __restrict__ q_offset, const int32_t* __restrict__ q_count, const int32_t* __restrict__ kv_len,
+                 const int32_t* __restrict__ table, int64_t max_blocks, int block_size, int hq, int hkv, float scale,
+                 float softcap, bool causal, int window, T* __restrict__ out) {
+  constexpr int kD = kLanes * 8;
+  constexpr int kKeysPerWarp = 32 / kLanes;
+  constexpr int kGroups = kWarps * kKeysPerWarp;
+  const int r = blockIdx.x, hk = blockIdx.y, qi = blockIdx.z;
+  const int cnt = q_count[r];
+  if (qi >= cnt) return;
+  const int len = kv_len[r];
+  const int qpos = len - cnt + qi;
+  const int64_t qrow = static_cast<int64_t>(q_offset[r]) + qi;
+  const int g = hq / hkv;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = lane / kLanes, part = lane % kLanes;
+
+  float qv[kG][8];
+#pragma unroll
+  for (int h = 0; h < kG; ++h) {
+    if (h < g) load8_any(q + (qrow * hq + hk * g + h) * kD + part * 8, qv[h]);
+    else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qv[h][e] = 0.0f;
+    }
+  }
+  float m[kG], l[kG], acc[kG][8];
+#pragma unroll
+  for (int h = 0; h < kG; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
+  }
+  const int j_hi = causal ? min(qpos + 1, len) : len;
+  const int j_lo = window > 0 ? max(0, qpos - window + 1) : 0;
+  const int32_t* trow = table + static_cast<int64_t>(r) * max_blocks;
+  const T* kh = kpool + hk * pool_stride;
+  const T* vh = vpool + hk * pool_stride;
+  // Every lane of a warp runs the same number of iterations (the dot shuffles need the whole
+  // warp); lanes past the last key load nothing and skip the update.
+#pragma unroll 2
+  for (int jb = j_lo + warp * kKeysPerWarp; jb < j_hi; jb += kGroups) {
+    const int j = jb + sub;
+    const bool valid = j < j_hi;
+    float kv8[8], vv8[8];
+    if (valid) {
+      const int64_t slot = static_cast<int64_t>(trow[j / block_size]) * block_size + j % block_size;
+      load8_any(kh + slot * kD + part * 8, kv8);
+      load8_any(vh + slot * kD + part * 8, vv8);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) kv8[e] = vv8[e] = 0.0f;
+    }
+#pragma unroll
+    for (int h = 0; h < kG; ++h) {
+      if (h >= g) break;  // uniform across the block
+      float dot = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dot = fmaf(qv[h][e], kv8[e], dot);
+#pragma unroll
+      for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (!valid) continue;
+      const float s = score_transform(dot, scale, softcap);
+      const float mn = fmaxf(m[h], s);
+      const float a = __expf(m[h] - mn);  // m = -inf before the first key: 0
+      const float p = __expf(s - mn);
+      l[h] = l[h] * a + p;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(p, vv8[e], acc[h][e] * a);
+      m[h] = mn;
+    }
+  }
+  // Merge the key groups of a warp (lanes with the same `part`), then the warps.
+#pragma unroll
+  for (int o = kLanes; o < 32; o <<= 1) {
+#pragma unroll
+    for (int h = 0; h < kG; ++h) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m[h], o);
+      const float lo = __shfl_xor_sync(0xffffffffu, l[h], o);
+      const float mn = fmaxf(m[h], mo);
+      const float a = mn == -INFINITY ? 0.0f : __expf(m[h] - mn);
+      const float b = mn == -INFINITY ? 0.0f : __expf(mo - mn);
+      l[h] = l[h] * a + lo * b;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float ao = __shfl_xor_sync(0xffffffffu, acc[h][e], o);
+        acc[h][e] = acc[h][e] * a + ao * b;
+      }
+      m[h] = mn;
+    }
+  }
+  __shared__ float s_acc[kWarps][kG][kD];
+  __shared__ float s_m[kWarps][kG], s_l[kWarps][kG];
+  if (sub == 0) {
+#pragma unroll
+    for (int h = 0; h < kG; ++h) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s_acc[warp][h][part * 8 + e] = acc[h][e];
+      if (part == 0) {
+        s_m[warp][h] = m[h];
+        s_l[warp][h] = l[h];
+      }
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < g * kD; idx += blockDim.x) {
+    const int h = idx / kD, d = idx % kD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w][h]);
+    float sum = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = __expf(s_m[w][h] - mx);
+        sum += s_l[w][h] * f;
+        o += s_acc[w][h][d] * f;
+      }
+    }
+    out[(qrow * hq + hk * g + h) * kD + d] = from_f32<T>(sum > 0.0f ? o / sum : 0.0f);
+  }
+}
+
+template <int kLanes, typename T>
+void launch_paged(int g, dim3 grid, const T* q, const T* k, const T* v, int64_t stride, const PagedAttentionRows& rows, int hq,
+                  int hkv, const AttentionArgs& args, T* out) {
+  const int32_t* qo = rows.q_offset.ptr<int32_t>();
+  const int32_t* qc = rows.q_count.ptr<int32_t>();
+  const int32_t* kl = rows.kv_len.ptr<int32_t>();
+  const int32_t* tb = rows.block_table.ptr<int32_t>();
+  const int64_t mb = rows.block_table.dim(1);
+  const int bs = static_cast<int>(rows.block_size), win = static_cast<int>(args.window);
+#define MLXB_PAGED(G)                                                                                                    \
+  paged_kernel<kLanes, G, T><<<grid, kWarps * 32, 0, stream()>>>(q, k, v, stride, qo, qc, kl, tb, mb, bs, hq, hkv, args.scale, \
+                                                                 args.softcap, args.causal, win, out)
+  if (g <= 1) MLXB_PAGED(1);
+  else if (g <= 2) MLXB_PAGED(2);
+  else if (g <= 4) MLXB_PAGED(4);
+  else MLXB_PAGED(8);
+#undef MLXB_PAGED
+}
+
+template <typename T>
+__global__ void gather_kernel(const T* __restrict__ cache, int64_t stride0, const int32_t* __restrict__ slots, int64_t n,
+                              int64_t d, T* __restrict__ out) {
+  const int64_t i = blockIdx.x, h = blockIdx.y;
+  const T* src = cache + h * stride0 + static_cast<int64_t>(slots[i]) * d;
+  T* dst = out + (h * n + i) * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dst[j] = src[j];
+}
+
+void check_i32(const Tensor& t, const char* op, const char* name) {
+  check_device(t, op, name);
+  check_contiguous(t, op, name);
+  if (t.dtype() != DType::I32) fail(ErrorCode::kInvalidArgument, std::string("cuda ") + op + ": " + name + " must be int32");
+}
+
+void check_pool(const Tensor& t, const char* op, const char* name) {
+  check_device(t, op, name);
+  check_float(t, op, name);
+  if (t.ndim() != 3 || t.stride(2) != 1 || t.stride(1) != t.dim(2) || t.stride(0) < t.dim(1) * t.dim(2))
+    fail(ErrorCode::kInvalidArgument, std::string("cuda ") + op + ": " + name + " must be [H, S, D] with contiguous rows: " +
+                                          t.describe());
+}
+
+}  // namespace
+
+void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
+                                  const AttentionArgs& args, Tensor& out) {
+  const char* op = "paged_attention";
+  check_device(q, op, "q"); check_contiguous(q, op, "q");
+  check_device(out, op, "out"); check_contiguous(out, op, "out");
+  check_pool(k, op, "k"); check_pool(v, op, "v");
+  check_i32(rows.q_offset, op, "q_offset"); check_i32(rows.q_count, op, "q_count");
+  check_i32(rows.kv_len, op, "kv_len"); check_i32(rows.block_table, op, "block_table");
+  const int64_t r_count = rows.q_offset.numel();
+  if (q.ndim() != 3 || out.shape() != q.shape() || k.dim(2) != q.dim(2) || v.shape() != k.shape() || v.stride(0) != k.stride(0) ||
+      rows.q_count.numel() != r_count || rows.kv_len.numel() != r_count || rows.block_table.ndim() != 2 ||
+      rows.block_table.dim(0) != r_count || rows.block_size <= 0 || rows.max_q_count < 1)
+    fail(ErrorCode::kInvalidArgument, "cuda paged_attention: shapes do not match: q " + q.describe() + ", pool " + k.describe() +
+                                          ", out " + out.describe());
+  const int64_t hq = q.dim(1), hkv = k.dim(0), d = q.dim(2);
+  if (hkv <= 0 || hq % hkv != 0 || hq / hkv > 8)
+    fail(ErrorCode::kUnsupported, "cuda paged_attention: needs query heads a multiple (at most 8x) of kv heads");
+  if (q.dtype() != k.dtype() || v.dtype() != k.dtype() || out.dtype() != q.dtype() || q.dtype() == DType::F16)
+    fail(ErrorCode::kUnsupported, "cuda paged_attention: q, pool and out must all be float32 or all bfloat16");
+  if (r_count == 0) return;
+  if (r_count > INT32_MAX || hkv > 65535 || rows.max_q_count > 65535)
+    fail(ErrorCode::kUnsupported, "cuda paged_attention: too many rows or queries for one launch");
+  dim3 grid(static_cast<unsigned>(r_count), static_cast<unsigned>(hkv), static_cast<unsigned>(rows.max_q_count));
+  const int g = static_cast<int>(hq / hkv);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* qp = q.ptr<T>();
+    const T* kp = k.ptr<T>();
+    const T* vp = v.ptr<T>();
+    T* op_ = out.ptr<T>();
+    const int64_t st = k.stride(0);
+    const int ihq = static_cast<int>(hq), ihkv = static_cast<int>(hkv);
+    switch (d) {
+      case 16: launch_paged<2, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 32: launch_paged<4, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 64: launch_paged<8, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 128: launch_paged<16, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 256: launch_paged<32, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      default: fail(ErrorCode::kUnsupported, "cuda paged_attention: head_dim must be 16, 32, 64, 128 or 256");
+    }
+  };
+  if (q.dtype() == DType::F32) run(float{});
+  else run(__nv_bfloat16{});
+  MLXB_CUDA_LAUNCHED("paged_attention");
+}
+
+void CudaBackend::kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) {
+  const char* op = "kv_gather";
+  check_pool(cache, op, "cache");
+  check_i32(slots, op, "slots");
+  check_device(out, op, "out"); check_contiguous(out, op, "out");
+  const int64_t n = slots.numel();
+  if (out.ndim() != 3 || out.dim(0) != cache.dim(0) || out.dim(1) != n || out.dim(2) != cache.dim(2) || out.dtype() != cache.dtype())
+    fail(ErrorCode::kInvalidArgument, "cuda kv_gather: out must be [H, N, D] in the cache's dtype: " + out.describe());
+  if (n == 0 || cache.dim(0) == 0) return;
+  if (n > INT32_MAX || cache.dim(0) > 65535) fail(ErrorCode::kUnsupported, "cuda kv_gather: too many slots or heads");
+  dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(cache.dim(0)));
+  const int threads = cache.dim(2) >= 128 ? 128 : 32;
+  MLXB_FLOAT_SWITCH(cache.dtype(), T,
+      gather_kernel<T><<<grid, threads, 0, stream()>>>(cache.ptr<T>(), cache.stride(0), slots.ptr<int32_t>(), n, cache.dim(2),
+                                                      out.ptr<T>()));
+  MLXB_CUDA_LAUNCHED("kv_gather");
+}
+
+}  // namespace mlxb::cuda
