@@ -2,8 +2,12 @@
 // a prompt of --prompt random token ids to /v1/completions and reading --gen tokens over SSE.
 // Prints time to first token p50/p99, steady-state aggregate decode tok/s (tokens that arrived
 // while every stream was decoding, over that interval) and overall throughput.
+// --direct drives the same engine through its JS API (engine.generate, one AsyncIterable per
+// stream) instead of HTTP + SSE, measured the same way: on a GPU the HTTP path (JSON, SSE framing,
+// fetch on one event loop) can cost more than a decode step; printing both shows how much.
 //
 //   npm run bench:serve -- --model DIR [--streams 32] [--prompt 512] [--gen 128] [--device cpu]
+//       [--direct] [--prefill-chunk 256] [--prefill-budget N] [--kv-gb G] [--batch-invariant] [--no-device-argmax]
 //   npm run bench:serve -- --url http://127.0.0.1:8080 --model-id ID --vocab N ...   (external server)
 //
 // Runs the built package (dist/): `npm run build` first.
@@ -15,12 +19,16 @@ const { values: a } = parseArgs({
     model: { type: 'string' }, url: { type: 'string' }, 'model-id': { type: 'string' }, vocab: { type: 'string' },
     streams: { type: 'string', default: '32' }, prompt: { type: 'string', default: '512' }, gen: { type: 'string', default: '128' },
     device: { type: 'string', default: 'cpu' }, 'max-rows': { type: 'string' }, 'block-size': { type: 'string', default: '16' },
-    'prefill-chunk': { type: 'string', default: '256' }, seed: { type: 'string', default: '1' },
+    'prefill-chunk': { type: 'string', default: '256' }, 'prefill-budget': { type: 'string' }, seed: { type: 'string', default: '1' },
+    direct: { type: 'boolean', default: false }, 'batch-invariant': { type: 'boolean', default: false },
+    'no-device-argmax': { type: 'boolean', default: false }, 'kv-gb': { type: 'string' },
   },
 });
 const streams = Number(a.streams), promptLen = Number(a.prompt), gen = Number(a.gen);
 
 let url = a.url, modelId = a['model-id'] ?? 'bench', vocab = Number(a.vocab ?? 0), close = async () => {};
+let engine;
+if (a.direct && url) throw new Error('--direct needs --model (it drives an engine in this process)');
 if (!url) {
   if (!a.model) throw new Error('give --model DIR (or --url of a running server)');
   const { loadLanguageModel } = await import('../../dist/index.js');
@@ -28,20 +36,39 @@ if (!url) {
   const { createServer } = await import('../../dist/server/index.js');
   const model = await loadLanguageModel(a.model, { device: a.device });
   vocab = model.vocabSize;
-  const engine = createInferenceEngine(model, {
+  engine = createInferenceEngine(model, {
     maxRows: Number(a['max-rows'] ?? streams), maxQueue: streams * 2, blockSize: Number(a['block-size']),
     prefillChunk: Number(a['prefill-chunk']), maxContext: promptLen + gen + 1,
+    ...(a['prefill-budget'] ? { prefillBudget: Number(a['prefill-budget']) } : {}),
+    ...(a['kv-gb'] ? { kvBytes: Math.round(Number(a['kv-gb']) * 2 ** 30) } : {}),
+    batchInvariant: a['batch-invariant'], deviceArgmax: !a['no-device-argmax'],
   });
-  const server = await createServer({ engine, model, modelId, port: 0 });
-  url = server.url;
-  close = () => server.close();
+  if (a.direct) {
+    close = () => engine.close();
+  } else {
+    const server = await createServer({ engine, model, modelId, port: 0 });
+    url = server.url;
+    close = () => server.close();
+  }
 }
 
 let rng = Number(a.seed) >>> 0;
 const rand = (n) => { rng = (Math.imul(rng, 1664525) + 1013904223) >>> 0; return rng % n; };
 
+async function oneDirect(prompt) {
+  const t0 = performance.now();
+  const times = [];
+  const g = engine.generate(prompt, { temperature: 0, maxTokens: gen, stopTokenIds: [] });
+  for await (const ev of g) {
+    void ev;
+    times.push(performance.now());
+  }
+  return { t0, times, end: performance.now(), tokens: times.length };
+}
+
 async function one(i) {
   const prompt = Array.from({ length: promptLen }, () => rand(vocab));
+  if (a.direct) return oneDirect(prompt);
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' },
@@ -82,7 +109,8 @@ if (firstDone > allDecoding) {
   const n = results.reduce((s, r) => s + r.times.filter((t) => t >= allDecoding && t <= firstDone).length, 0);
   steady = n / ((firstDone - allDecoding) / 1000);
 }
-console.log(`bench:serve  streams ${streams}  prompt ${promptLen}  generated ${gen}  (${a.model ?? url}, ${a.device})`);
+const how = `${a.direct ? 'engine API' : 'HTTP'}${a['batch-invariant'] ? ', batch-invariant' : ''}${a['no-device-argmax'] ? ', host argmax' : ''}`;
+console.log(`bench:serve  streams ${streams}  prompt ${promptLen}  generated ${gen}  (${a.model ?? url}, ${a.device}, ${how})`);
 console.log(`  TTFT p50 ${pct(50).toFixed(1)} ms  p99 ${pct(99).toFixed(1)} ms`);
 console.log(`  aggregate decode ${steady ? steady.toFixed(1) : 'n/a (streams never all decoding at once)'} tok/s (all ${streams} streams decoding)`);
 console.log(`  overall ${(total / ((tEnd - tStart) / 1000)).toFixed(1)} generated tok/s over ${((tEnd - tStart) / 1000).toFixed(2)} s (${total} tokens, prefill included)`);
