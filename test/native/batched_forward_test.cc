@@ -6,12 +6,14 @@
 //     sizes with decode rows give, at every sampled position, exactly (memcmp) the logits that
 //     forward() gives each sequence alone (whole prompt at once, then one token per call) over
 //     paged caches, and over contiguous caches for families without sliding layers. The device
-//     argmax of the paged path equals the argmax of those logits.
+//     argmax of the paged path equals the argmax of those logits. Dense fixtures in f32 and bf16,
+//     and the MLX-quantized fixtures (../quant).
 // Usage: batched_forward_test FIXTURE_ROOT [family...]. Prints "all batched forward checks
 // passed" on success. Run by test/engine-batched.test.ts under each CPU kernel family.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -64,6 +66,43 @@ static void check_matmul_invariance() {
       }
     }
   }
+}
+
+static void expect_invalid(const std::function<void()>& fn, const char* what) {
+  try {
+    fn();
+    CHECK(false, "%s: no error", what);
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInvalidArgument, "%s: code %s (%s)", what, error_code_name(e.code()), e.what());
+  }
+}
+
+// Bad inputs of the paged ops are typed errors, raised before anything is read or written.
+static void check_paged_op_errors() {
+  Tensor pool = Tensor::zeros({2, 8, 4}, DType::F32);  // 2 heads, 8 slots (2 blocks of 4), d 4
+  Tensor out = Tensor::empty({2, 3, 4}, DType::F32);
+  int32_t bad_slots[3] = {0, 8, 1};
+  expect_invalid([&] { ops::kv_gather(pool, Tensor::wrap(bad_slots, {3}, DType::I32), out); }, "kv_gather slot past the cache");
+  Tensor q = Tensor::zeros({2, 2, 4}, DType::F32), o = Tensor::empty({2, 2, 4}, DType::F32);
+  int32_t off[1] = {0}, cnt[1] = {2}, len[1] = {6}, table[2] = {0, 2};
+  PagedAttentionRows rows;
+  rows.q_offset = Tensor::wrap(off, {1}, DType::I32);
+  rows.q_count = Tensor::wrap(cnt, {1}, DType::I32);
+  rows.kv_len = Tensor::wrap(len, {1}, DType::I32);
+  rows.block_table = Tensor::wrap(table, {1, 2}, DType::I32);
+  rows.block_size = 4;
+  rows.max_q_count = 2;
+  expect_invalid([&] { ops::paged_attention(q, pool, pool, rows, AttentionArgs{}, o); }, "paged_attention block outside the pool");
+  table[1] = 1;
+  len[0] = 9;
+  expect_invalid([&] { ops::paged_attention(q, pool, pool, rows, AttentionArgs{}, o); }, "paged_attention kv_len past the table");
+  len[0] = 1;
+  expect_invalid([&] { ops::paged_attention(q, pool, pool, rows, AttentionArgs{}, o); }, "paged_attention fewer keys than queries");
+  len[0] = 6;
+  cnt[0] = 3;
+  expect_invalid([&] { ops::paged_attention(q, pool, pool, rows, AttentionArgs{}, o); }, "paged_attention queries past q");
+  cnt[0] = 2;
+  ops::paged_attention(q, pool, pool, rows, AttentionArgs{}, o);  // the repaired call runs
 }
 
 struct Seq {
@@ -219,11 +258,18 @@ int main(int argc, char** argv) {
   try {
     check_matmul_invariance();
     std::printf("ok matmul invariance\n");
+    check_paged_op_errors();
+    std::printf("ok paged op errors\n");
     std::vector<std::string> fams;
     for (int i = 2; i < argc; ++i) fams.push_back(argv[i]);
     if (fams.empty()) fams = {"llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text", "llama_dynamic"};
     for (const std::string& f : fams) check_family(argv[1], f, DType::F32);
-    check_family(argv[1], "llama", DType::BF16);
+    if (argc == 2) {
+      check_family(argv[1], "llama", DType::BF16);
+      // MLX-quantized checkpoints (qmatmul / qembedding paths), next to the dense fixtures.
+      const std::string quant = std::string(argv[1]) + "/../quant";
+      for (const char* f : {"llama_q4", "llama_q8", "llama_q4_mixed", "qwen3_q4", "gemma3_text_q8"}) check_family(quant, f, DType::F32);
+    }
   } catch (const Error& e) {
     std::printf("FAIL: error %s: %s\n", error_code_name(e.code()), e.what());
     return 1;
