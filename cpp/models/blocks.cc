@@ -10,16 +10,15 @@ Tensor row_cols(const Tensor& x, int64_t begin, int64_t end) {
   return x.reshape({x.numel()}).slice_rows(begin, end).reshape({1, end - begin});
 }
 
-// Writes k/v of a recorded decode step into the cache buffers and attends over them; every value
-// that changes between replays is read from device memory (CapturedStep).
-void captured_attention(const Tensor& q3, const Tensor& k3, const Tensor& v3, const AttentionParams& p, LayerCache& cache,
-                        const StepInputs& step, Tensor& o) {
+// Rotates q/k of a recorded decode step, writes k/v into the cache buffers (one launch) and attends
+// over them; every value that changes between replays is read from device memory (CapturedStep).
+void captured_attention(Tensor& q3, Tensor& k3, const Tensor& v3, const RopeArgs& rope, const AttentionParams& p,
+                        LayerCache& cache, const StepInputs& step, Tensor& o) {
   LayerCache::DeviceLayout lay;
   if (!cache.device_layout(step.t, lay)) fail(ErrorCode::kInternal, "a captured decode step met a cache without a device layout");
   const CapturedStep& c = *step.captured;
   Tensor kb = lay.k, vb = lay.v;
-  ops::kv_write(k3, lay.ring ? c.ring_slot : c.slot, kb);
-  ops::kv_write(v3, lay.ring ? c.ring_slot : c.slot, vb);
+  ops::rope_kv_write(q3, k3, v3, step.pos_dev, rope, lay.ring ? c.ring_slot : c.slot, kb, vb);
   AttentionArgs args = p.args;
   args.kv_len = lay.ring ? c.ring_len : c.len;
   ops::attention(q3, kb, vb, step.pos_dev, lay.ring ? c.ring_pos : lay.pos, args, o);
@@ -53,16 +52,16 @@ void attention_block(const Tensor& x, const AttentionWeights& w, const Attention
   if (w.q_norm.defined()) ops::rms_norm(q3, w.q_norm, p.norm_eps, p.norm_add_one, q3);
   if (w.k_norm.defined()) ops::rms_norm(k3, w.k_norm, p.norm_eps, p.norm_add_one, k3);
   const RopeArgs& rope = p.local_rope ? step.rope_local : step.rope_full;
-  if (qk.defined()) {
-    ops::rope(qk, step.pos_dev, rope);  // one launch for the q and k heads of the token
-  } else {
-    ops::rope(q3, step.pos_dev, rope);
-    ops::rope(k3, step.pos_dev, rope);
-  }
   Tensor o = Tensor::empty({t, p.heads, p.head_dim}, step.act, step.device);
   if (step.captured) {
-    captured_attention(q3, k3, v3, p, cache, step, o);
+    captured_attention(q3, k3, v3, rope, p, cache, step, o);
   } else {
+    if (qk.defined()) {
+      ops::rope(qk, step.pos_dev, rope);  // one launch for the q and k heads of the token
+    } else {
+      ops::rope(q3, step.pos_dev, rope);
+      ops::rope(k3, step.pos_dev, rope);
+    }
     const KVView kv = cache.update(k3, v3, step.pos.data(), t);
     ops::attention(q3, kv.k, kv.v, step.pos_dev, kv.pos, p.args, o);
   }

@@ -47,6 +47,14 @@ void Backend::gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias,
   gated_act(gate, up, act, out);
 }
 
+void Backend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
+                            const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
+  rope(q, positions, args);
+  rope(k, positions, args);
+  kv_write(k, slots, k_cache);
+  kv_write(v, slots, v_cache);
+}
+
 std::unique_ptr<DeviceGraph> Backend::end_capture() {
   fail(ErrorCode::kUnsupported, "this backend cannot capture device graphs");
 }

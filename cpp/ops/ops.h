@@ -135,6 +135,10 @@ class Backend {
   // bias [2F]) for a fused [gate; up] weight w [2F, K]: the results of matmul then gated_act
   // (gate and up rounded to out's dtype first)
   virtual void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
+  // rope(q), rope(k), then kv_write(k, slots, k_cache) and kv_write(v, slots, v_cache): the
+  // attention inputs of a step prepared in one pass (same results as the four ops)
+  virtual void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
+                             const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
 
   // --- capture (optional). Between begin_capture() and end_capture() the calling thread's ops
   // are recorded instead of run, and what they allocate comes from an arena owned by the graph;
@@ -174,6 +178,8 @@ void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Pa
 void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y);
 void argmax(const Tensor& x, Tensor& out);
 void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
+void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
+                   Tensor& k_cache, Tensor& v_cache);
 }  // namespace ops
 
 }  // namespace mlxb

@@ -421,6 +421,37 @@ void check_gated_matmul(int64_t m, int64_t f, int64_t k, DType d, bool bias, Act
          nmse(to_vec(got), to_vec(ref)), 0.0);
 }
 
+// rope_kv_write must equal rope(q), rope(k), kv_write(k), kv_write(v) exactly.
+void check_rope_kv_write(int64_t t, int64_t hq, int64_t hkv, int64_t dim, int64_t rot, bool interleaved, DType d, DType cd) {
+  const int64_t cap = 50;
+  Pair q = make({t, hq, dim}, d), k = make({t, hkv, dim}, d), v = make({t, hkv, dim}, d);
+  Pair kc = make({hkv, cap, dim}, cd), vc = make({hkv, cap, dim}, cd);
+  std::vector<int32_t> pos, sl;
+  for (int64_t i = 0; i < t; ++i) { pos.push_back(static_cast<int32_t>(100 + 7 * i)); sl.push_back(static_cast<int32_t>((3 + 11 * i) % cap)); }
+  if (t > 2) sl[1] = -1;  // skipped slot
+  Pair pt = make_ints(pos), st = make_ints(sl);
+  std::vector<double> f;
+  for (int64_t i = 0; i < rot / 2; ++i) f.push_back(std::pow(10000.0, -2.0 * i / rot));
+  RopeArgs a;
+  a.inv_freq = host_tensor(f, {rot / 2}, DType::F32).to(Device::kCUDA);
+  a.rot_dim = rot;
+  a.interleaved = interleaved;
+  a.mscale = 1.1f;
+  auto copy = [](const Tensor& x) { Tensor y = Tensor::empty(x.shape(), x.dtype(), Device::kCUDA); y.copy_from(x); return y; };
+  Tensor q1 = copy(q.dev), k1 = copy(k.dev), kc1 = copy(kc.dev), vc1 = copy(vc.dev);
+  ops::rope(q1, pt.dev, a);
+  ops::rope(k1, pt.dev, a);
+  ops::kv_write(k1, st.dev, kc1);
+  ops::kv_write(v.dev, st.dev, vc1);
+  Tensor q2 = copy(q.dev), k2 = copy(k.dev), kc2 = copy(kc.dev), vc2 = copy(vc.dev);
+  ops::rope_kv_write(q2, k2, v.dev, pt.dev, a, st.dev, kc2, vc2);
+  std::string name = "rope_kv_write T=" + std::to_string(t) + " Hq=" + std::to_string(hq) + " Hkv=" + std::to_string(hkv) + " D=" +
+                     std::to_string(dim) + " rot=" + std::to_string(rot) + (interleaved ? " interleaved " : " ") + dn(d) + "->" + dn(cd);
+  double e = std::max({nmse(to_vec(q2), to_vec(q1)), nmse(to_vec(k2), to_vec(k1)), nmse(to_vec(kc2), to_vec(kc1)),
+                       nmse(to_vec(vc2), to_vec(vc1))});
+  report(name + " == rope; kv_write", e, 0.0);
+}
+
 // argmax against a host scan: first maximum, ties to the lower index, NaN skipped.
 void check_argmax(int64_t rows, int64_t n, DType d) {
   Pair x = make({rows, n}, d, -5, 5);
@@ -454,13 +485,14 @@ void check_graph() {
   const int64_t h = 4096;
   Pair w = make({h}, DType::BF16);
   Tensor in = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
+  Pair wm = make({1000, h}, DType::BF16, -0.05, 0.05), wg = make({2 * 1000, h}, DType::BF16, -0.05, 0.05);
   if (!be.begin_capture()) {
     ++failures;
     std::printf("FAIL graph capture is not available\n");
     return;
   }
   std::unique_ptr<DeviceGraph> graph;
-  Tensor y, idx;
+  Tensor y, idx, z;
   try {
     y = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
     Tensor tmp = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
@@ -468,6 +500,11 @@ void check_graph() {
     ops::add(tmp, in, y);
     idx = Tensor::empty({1}, DType::I32, Device::kCUDA);
     ops::argmax(y, idx);
+    Tensor m1 = Tensor::empty({1, 1000}, DType::BF16, Device::kCUDA);  // GEMV chain (programmatic launches)
+    ops::gated_matmul(y, wg.dev, nullptr, Activation::kSiLU, m1);
+    z = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
+    Tensor wt = wm.dev.reshape({h, 1000});
+    ops::matmul(m1, wt, nullptr, z);
     graph = be.end_capture();
   } catch (const Error& e) {
     be.abort_capture();
@@ -484,6 +521,10 @@ void check_graph() {
     ops::argmax(ey, eidx);
     report("graph replay " + std::to_string(round) + " == eager (rms_norm, add)", nmse(to_vec(y), to_vec(ey)), 0.0);
     report("graph replay " + std::to_string(round) + " == eager (argmax)", nmse(to_vec(idx), to_vec(eidx)), 0.0);
+    Tensor em = Tensor::empty({1, 1000}, DType::BF16, Device::kCUDA), ez = Tensor::empty({1, h}, DType::BF16, Device::kCUDA);
+    ops::gated_matmul(ey, wg.dev, nullptr, Activation::kSiLU, em);
+    ops::matmul(em, wm.dev.reshape({h, 1000}), nullptr, ez);
+    report("graph replay " + std::to_string(round) + " == eager (gated_matmul, matmul)", nmse(to_vec(z), to_vec(ez)), 0.0);
   }
   bool refused = false;
   if (be.begin_capture()) {
@@ -636,6 +677,10 @@ int main(int argc, char** argv) {
       check_argmax(3, 1000, d);
     }
     check_argmax(2, 7, F);
+    check_rope_kv_write(1, 32, 8, 128, 128, false, B, B);
+    check_rope_kv_write(3, 4, 2, 96, 32, true, B, F);
+    check_rope_kv_write(2, 8, 4, 256, 256, false, F, F);
+    check_rope_kv_write(1, 6, 2, 64, 48, false, H, H);
     check_gated_matmul(1, 14336, 4096, B, false, Activation::kSiLU);
     check_gated_matmul(1, 1001, 1000, B, true, Activation::kGeluTanh);
     check_gated_matmul(1, 300, 264, H, false, Activation::kGeluExact);

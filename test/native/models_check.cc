@@ -1,11 +1,13 @@
 // C++-only checks of the models area that JS cannot reach directly:
 //  1. KV-cache legos (contiguous, rotating) under many chunk schedules: after every update the
 //     view holds, for each query of the chunk, exactly the keys it may see (causal, window), with
-//     the right data; capacity stays bounded; bad updates are typed errors.
+//     the right data; capacity stays bounded; bad updates are typed errors. The same schedules
+//     again with one-token chunks written as recorded decode steps do (device_layout + commit).
 //  2. Rotary frequencies (models/rope.cc) against the inv_freq / attention_scaling that
 //     transformers computed for each oracle fixture (oracle.json).
 // Usage: models_check FIXTURE_ROOT. Prints "all models checks passed" and exits 0 on success.
 // Run by test/models-native.test.ts.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +22,7 @@
 #include "io/json.h"
 #include "kv/cache.h"
 #include "models/rope.h"
+#include "ops/ops.h"
 
 using namespace mlxb;
 
@@ -47,7 +50,10 @@ static void expect_error(const std::function<void()>& fn, ErrorCode code, const 
 // Key value of (position, head, j); values are its negation.
 static float key_of(int64_t pos, int64_t h, int64_t j) { return static_cast<float>(pos * 100 + h * 10 + j); }
 
-static void check_schedule(int64_t window, int64_t max_tokens, const std::vector<int64_t>& chunks) {
+// captured: one-token chunks go the way a recorded decode step writes the cache (device_layout,
+// kv_write at slot pos or pos % capacity, commit) and are checked through that layout, as the
+// recorded attention reads it; longer chunks still use update().
+static void check_schedule(int64_t window, int64_t max_tokens, const std::vector<int64_t>& chunks, bool captured = false) {
   const int64_t hkv = 2, d = 4;
   CacheSpec spec;
   spec.kv_heads = hkv;
@@ -68,7 +74,32 @@ static void check_schedule(int64_t window, int64_t max_tokens, const std::vector
           v.ptr<float>()[(i * hkv + h) * d + j] = -key_of(at + i, h, j);
         }
     }
-    KVView view = cache->update(k, v, pos.data(), t);
+    KVView view;
+    std::vector<int32_t> layout_pos;
+    if (captured && t == 1) {
+      LayerCache::DeviceLayout lay;
+      CHECK(cache->device_layout(1, lay), "window %lld: no device layout", (long long)window);
+      CHECK(lay.ring == (window > 0 && window < max_tokens), "window %lld: ring flag %d", (long long)window, lay.ring ? 1 : 0);
+      const int64_t cap = lay.capacity;
+      CHECK(cap >= (lay.ring ? window : at + 1), "capacity %lld too small at %lld", (long long)cap, (long long)at);
+      const int32_t slot = static_cast<int32_t>(lay.ring ? at % cap : at);
+      Tensor st = Tensor::empty({1}, DType::I32);
+      st.ptr<int32_t>()[0] = slot;
+      Tensor kb = lay.k, vb = lay.v;
+      ops::kv_write(k, st, kb);
+      ops::kv_write(v, st, vb);
+      cache->commit(pos.data(), 1);
+      // What the recorded attention sees: slots below kv_len with their positions.
+      const int64_t kv_len = lay.ring ? std::min<int64_t>(at + 1, cap) : at + 1;
+      layout_pos.assign(static_cast<size_t>(cap), -1);
+      for (int64_t i = 0; i < kv_len; ++i)
+        layout_pos[static_cast<size_t>(i)] = lay.ring ? lay.host_pos[i] : lay.pos.ptr<int32_t>()[i];
+      view.k = kb;
+      view.v = vb;
+      view.pos = Tensor::wrap(layout_pos.data(), {cap}, DType::I32);
+    } else {
+      view = cache->update(k, v, pos.data(), t);
+    }
     const int64_t s = view.k.dim(1);
     CHECK(view.k.dim(0) == hkv && view.k.dim(2) == d && view.k.stride(0) >= s * d && view.k.stride(1) == d,
           "window %lld: view shape %s", (long long)window, view.k.describe().c_str());
@@ -110,7 +141,10 @@ static void check_caches() {
   const std::vector<std::vector<int64_t>> schedules = {
       std::vector<int64_t>(30, 1), {5, 11, 1, 7, 1, 1, 4}, {30}, {2, 9, 1, 1, 12, 5}, {6, 6, 6, 6, 6}, {1, 20, 1, 8}};
   for (int64_t w : {0, 1, 3, 6, 8, 40})
-    for (const auto& s : schedules) check_schedule(w, 30, s);
+    for (const auto& s : schedules) {
+      check_schedule(w, 30, s);
+      check_schedule(w, 30, s, /*captured=*/true);
+    }
 
   // reset, then reuse from position 0
   CacheSpec spec;

@@ -6,13 +6,15 @@
 namespace mlxb::cuda {
 
 template <typename TT, typename TO>
-static __global__ void embedding_kernel(const TT* table, const int32_t* ids, TO* out, int64_t vocab, int64_t hidden,
+static __global__ void embedding_kernel(const TT* __restrict__ table, const int32_t* __restrict__ ids, TO* __restrict__ out,
+                                        int64_t vocab, int64_t hidden,
                                         float scale) {
   int64_t t = blockIdx.x;
   int64_t id = ids[t];
   bool ok = id >= 0 && id < vocab;
   const TT* row = table + (ok ? id : 0) * hidden;
   TO* dst = out + t * hidden;
+#pragma unroll 8
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = from_f32<TO>(ok ? to_f32(row[i]) * scale : 0.0f);
 }
 

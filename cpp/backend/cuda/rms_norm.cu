@@ -1,20 +1,79 @@
 // y = x / sqrt(mean(x^2) + eps) * (add_one ? 1 + w : w) per row of the last dim, in float32,
-// rounded once to y's dtype. One block per row; x may alias y (each thread rewrites only the
-// elements it read).
+// rounded once to y's dtype, and the fused residual form (x += branch, then the norm of x).
 #include "backend/cuda/backend.h"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/reduce.cuh"
 
 namespace mlxb::cuda {
 
-template <typename TX, typename TW, typename TY>
-static __global__ void rms_norm_kernel(const TX* x, const TW* w, TY* y, int64_t h, float eps, bool add_one) {
-  const TX* xr = x + blockIdx.x * h;
+constexpr int kMaxPer = 8;  // elements per thread kept in registers (rows up to 8 x blockDim)
+constexpr int kNormMaxThreads = 512;
+
+// One block per row. Thread j owns elements j, j + blockDim, ...: when they fit in registers they
+// are all loaded at once (one memory round trip instead of one per element), otherwise the row is
+// looped over; either way the sum of squares is accumulated in the same order. kAdd: x += b first
+// (rounded to x's dtype, as the add op). x may alias y (each thread rewrites only its elements).
+template <bool kAdd, typename TX, typename TB, typename TW, typename TY>
+static __global__ void __launch_bounds__(kNormMaxThreads) norm_kernel(TX* x, const TB* b, const TW* w, TY* y, int64_t h, float eps, bool add_one) {
+  TX* xr = x + blockIdx.x * h;
+  const TB* br = kAdd ? b + blockIdx.x * h : nullptr;
   TY* yr = y + blockIdx.x * h;
+  const int64_t bd = blockDim.x, tid = threadIdx.x;
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < h; i += blockDim.x) { float v = to_f32(xr[i]); ss += v * v; }
+  if (h <= bd * kMaxPer) {
+    float v[kMaxPer];
+#pragma unroll
+    for (int k = 0; k < kMaxPer; ++k) {
+      const int64_t i = tid + k * bd;
+      v[k] = i < h ? to_f32(xr[i]) : 0.0f;
+    }
+    if constexpr (kAdd) {
+      float bv[kMaxPer];
+#pragma unroll
+      for (int k = 0; k < kMaxPer; ++k) {
+        const int64_t i = tid + k * bd;
+        bv[k] = i < h ? to_f32(br[i]) : 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < kMaxPer; ++k) {
+        const int64_t i = tid + k * bd;
+        if (i < h) {
+          TX s = from_f32<TX>(v[k] + bv[k]);
+          xr[i] = s;
+          v[k] = to_f32(s);
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxPer; ++k)
+      if (tid + k * bd < h) ss += v[k] * v[k];
+    float inv = rsqrtf(block_sum(ss) / static_cast<float>(h) + eps);
+    float wv[kMaxPer];
+#pragma unroll
+    for (int k = 0; k < kMaxPer; ++k) {
+      const int64_t i = tid + k * bd;
+      wv[k] = i < h ? to_f32(w[i]) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxPer; ++k) {
+      const int64_t i = tid + k * bd;
+      if (i < h) yr[i] = from_f32<TY>(v[k] * inv * (add_one ? 1.0f + wv[k] : wv[k]));
+    }
+    return;
+  }
+  for (int64_t i = tid; i < h; i += bd) {
+    float v;
+    if constexpr (kAdd) {
+      TX s = from_f32<TX>(to_f32(xr[i]) + to_f32(br[i]));
+      xr[i] = s;
+      v = to_f32(s);
+    } else {
+      v = to_f32(xr[i]);
+    }
+    ss += v * v;
+  }
   float inv = rsqrtf(block_sum(ss) / static_cast<float>(h) + eps);
-  for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+  for (int64_t i = tid; i < h; i += bd) {
     float wv = to_f32(w[i]);
     yr[i] = from_f32<TY>(to_f32(xr[i]) * inv * (add_one ? 1.0f + wv : wv));
   }
@@ -31,35 +90,14 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool add
   if (rows == 0) return;
   int threads = h >= 2048 ? 512 : (h >= 512 ? 256 : 128);
   MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, MLXB_FLOAT_SWITCH(y.dtype(), TY,
-      rms_norm_kernel<TX, TW, TY><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), y.ptr<TY>(), h, eps,
-                                                                                     add_one))));
+      norm_kernel<false, TX, TX, TW, TY><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
+          x.ptr<TX>(), nullptr, w.ptr<TW>(), y.ptr<TY>(), h, eps, add_one))));
   MLXB_CUDA_LAUNCHED("rms_norm");
 }
 
 }  // namespace mlxb::cuda
 
 namespace mlxb::cuda {
-
-// x += branch (rounded to x's dtype), then y = rms_norm(x): the same arithmetic and reduction
-// order as add followed by rms_norm, in one pass over the row.
-template <typename TX, typename TB, typename TW, typename TY>
-static __global__ void add_rms_norm_kernel(TX* x, const TB* b, const TW* w, TY* y, int64_t h, float eps, bool add_one) {
-  TX* xr = x + blockIdx.x * h;
-  const TB* br = b + blockIdx.x * h;
-  TY* yr = y + blockIdx.x * h;
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
-    TX s = from_f32<TX>(to_f32(xr[i]) + to_f32(br[i]));
-    xr[i] = s;
-    float v = to_f32(s);
-    ss += v * v;
-  }
-  float inv = rsqrtf(block_sum(ss) / static_cast<float>(h) + eps);
-  for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
-    float wv = to_f32(w[i]);
-    yr[i] = from_f32<TY>(to_f32(xr[i]) * inv * (add_one ? 1.0f + wv : wv));
-  }
-}
 
 void CudaBackend::add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) {
   for (auto [t, n] : {std::pair<const Tensor*, const char*>{&x, "x"}, {&branch, "branch"}, {&w, "w"}, {&y, "y"}}) {
@@ -78,7 +116,7 @@ void CudaBackend::add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w,
   int threads = h >= 2048 ? 512 : (h >= 512 ? 256 : 128);  // as rms_norm: same reduction order
   MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(branch.dtype(), TB, MLXB_FLOAT_SWITCH(w.dtype(), TW,
       MLXB_FLOAT_SWITCH(y.dtype(), TY,
-          add_rms_norm_kernel<TX, TB, TW, TY><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
+          norm_kernel<true, TX, TB, TW, TY><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
               x.ptr<TX>(), branch.ptr<TB>(), w.ptr<TW>(), y.ptr<TY>(), h, eps, add_one)))));
   MLXB_CUDA_LAUNCHED("add_rms_norm");
 }

@@ -44,3 +44,82 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeArgs& args)
 }
 
 }  // namespace mlxb::cuda
+
+namespace mlxb::cuda {
+
+// rope_kv_write: one block per (token, head) over the q heads, then the k heads, then the v heads.
+// q/k pairs are rotated exactly as rope_kernel does (the same float32 expressions), and k heads
+// store their rotated values (and any unrotated tail) into the key cache as kv_write would; v
+// heads are copied into the value cache. Slots outside [0, S) are skipped, as kv_write.
+template <typename T, typename TC>
+static __global__ void rope_kv_kernel(T* q, T* k, const T* v, const int32_t* pos, const float* inv_freq, const int32_t* slots,
+                                      TC* kc, TC* vc, int64_t hq, int64_t hkv, int64_t dim, int64_t half, bool interleaved,
+                                      float mscale, int64_t s_count, int64_t head_stride) {
+  const int64_t heads = hq + 2 * hkv;
+  const int64_t t = blockIdx.x / heads, hh = blockIdx.x % heads;
+  const int64_t slot = slots[t];
+  const bool store = slot >= 0 && slot < s_count;
+  if (hh < hq + hkv) {
+    const bool is_k = hh >= hq;
+    T* xr = is_k ? k + (t * hkv + (hh - hq)) * dim : q + (t * hq + hh) * dim;
+    TC* cr = is_k && store ? kc + (hh - hq) * head_stride + slot * dim : nullptr;
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+      float s, c;
+      sincosf(static_cast<float>(pos[t]) * inv_freq[i], &s, &c);
+      s *= mscale;
+      c *= mscale;
+      const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
+      const float a = to_f32(xr[ia]), b = to_f32(xr[ib]);
+      const T ra = from_f32<T>(a * c - b * s), rb = from_f32<T>(b * c + a * s);
+      xr[ia] = ra;
+      xr[ib] = rb;
+      if (cr) {
+        cr[ia] = from_f32<TC>(to_f32(ra));
+        cr[ib] = from_f32<TC>(to_f32(rb));
+      }
+    }
+    if (cr)
+      for (int64_t i = 2 * half + threadIdx.x; i < dim; i += blockDim.x) cr[i] = from_f32<TC>(to_f32(xr[i]));
+  } else if (store) {
+    const int64_t h = hh - hq - hkv;
+    const T* vr = v + (t * hkv + h) * dim;
+    TC* cr = vc + h * head_stride + slot * dim;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) cr[i] = from_f32<TC>(to_f32(vr[i]));
+  }
+}
+
+void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
+                                const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
+  const bool shapes = q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3 && k_cache.ndim() == 3 && v_cache.ndim() == 3 &&
+                      k.dim(0) == q.dim(0) && v.dim(0) == q.dim(0) && k.dim(1) == v.dim(1) && q.dim(2) == k.dim(2) &&
+                      v.dim(2) == k.dim(2) && k_cache.dim(0) == k.dim(1) && k_cache.dim(2) == k.dim(2) &&
+                      v_cache.dim(0) == k.dim(1) && v_cache.dim(1) == k_cache.dim(1) && v_cache.dim(2) == k.dim(2) &&
+                      k_cache.stride(0) == v_cache.stride(0) && k_cache.stride(1) == k.dim(2) && k_cache.stride(2) == 1 &&
+                      v_cache.stride(1) == k.dim(2) && v_cache.stride(2) == 1;
+  const bool fits = shapes && q.device() == Device::kCUDA && k.device() == Device::kCUDA && v.device() == Device::kCUDA &&
+                    positions.device() == Device::kCUDA && slots.device() == Device::kCUDA && k_cache.device() == Device::kCUDA &&
+                    v_cache.device() == Device::kCUDA && args.inv_freq.defined() && args.inv_freq.device() == Device::kCUDA &&
+                    q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && positions.is_contiguous() && slots.is_contiguous() &&
+                    q.dtype() == k.dtype() && v.dtype() == k.dtype() && k_cache.dtype() == v_cache.dtype() &&
+                    positions.dtype() == DType::I32 && slots.dtype() == DType::I32 && args.inv_freq.dtype() == DType::F32 &&
+                    positions.numel() == q.dim(0) && slots.numel() == q.dim(0) && args.rot_dim > 0 && args.rot_dim % 2 == 0 &&
+                    args.rot_dim <= q.dim(2) && args.inv_freq.numel() == args.rot_dim / 2 && q.dim(0) * (q.dim(1) + 2 * k.dim(1)) <= INT32_MAX;
+  if (!fits) {
+    Backend::rope_kv_write(q, k, v, positions, args, slots, k_cache, v_cache);
+    return;
+  }
+  for (auto [t, n] : {std::pair<const Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"}})
+    check_float(*t, "rope_kv_write", n);
+  const int64_t rows = q.dim(0) * (q.dim(1) + 2 * k.dim(1));
+  if (rows == 0) return;
+  const int64_t half = args.rot_dim / 2, dim = q.dim(2);
+  const int threads = dim > 128 ? 128 : 64;
+  MLXB_FLOAT_SWITCH(q.dtype(), T, MLXB_FLOAT_SWITCH(k_cache.dtype(), TC,
+      rope_kv_kernel<T, TC><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
+          q.ptr<T>(), k.ptr<T>(), v.ptr<T>(), positions.ptr<int32_t>(), args.inv_freq.ptr<float>(), slots.ptr<int32_t>(),
+          k_cache.ptr<TC>(), v_cache.ptr<TC>(), q.dim(1), k.dim(1), dim, half, args.interleaved, args.mscale, k_cache.dim(1),
+          k_cache.stride(0))));
+  MLXB_CUDA_LAUNCHED("rope_kv_write");
+}
+
+}  // namespace mlxb::cuda
