@@ -16,6 +16,8 @@
 
 #include "ops/ops.h"
 
+#include "check.h"
+
 using namespace mlxb;
 using Vec = std::vector<double>;
 
@@ -556,16 +558,6 @@ void check_oom() {
 }
 
 // ---------------------------------------------------------------- timing
-template <typename F>
-double time_ms(F&& f, int iters) {
-  f();
-  backend(Device::kCUDA).synchronize();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) f();
-  backend(Device::kCUDA).synchronize();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
-}
-
 void bench() {
   std::printf("\n-- timing (bf16, Llama-3 8B shapes)\n");
   struct G { int64_t n, k; const char* what; } gs[] = {

@@ -20,6 +20,8 @@
 #include "ops/ops.h"
 #include "quant/affine.h"
 
+#include "check.h"
+
 using namespace mlxb;
 
 namespace {
@@ -188,16 +190,6 @@ void check_errors() {
 }
 
 // ---------------------------------------------------------------- timing
-template <typename F>
-double time_ms(F&& f, int iters) {
-  f();
-  backend(Device::kCUDA).synchronize();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) f();
-  backend(Device::kCUDA).synchronize();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
-}
-
 // A device weight of random packed words and plausible scales (timing does not need a real
 // quantization; building one for 128256 x 4096 on the host would dominate the run).
 QuantWeight random_device_weight(int64_t n, int64_t k, int bits, int gs) {

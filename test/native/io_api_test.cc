@@ -14,14 +14,11 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 
+#include "check.h"
+
 using namespace mlxb;
 
 static int failures = 0;
-
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) { std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); ++failures; } \
-  } while (0)
 
 // Runs fn, which must throw Error(code) with `field` and a message containing `needle`.
 static void expect_error(const std::function<void()>& fn, ErrorCode code, const std::string& field, const std::string& needle, int line) {

@@ -24,19 +24,11 @@
 #include "models/rope.h"
 #include "ops/ops.h"
 
+#include "check.h"
+
 using namespace mlxb;
 
 static int failures = 0;
-
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      std::printf("FAIL %s:%d: %s ", __FILE__, __LINE__, #cond);           \
-      std::printf(__VA_ARGS__);                                            \
-      std::printf("\n");                                                   \
-      ++failures;                                                          \
-    }                                                                      \
-  } while (0)
 
 static void expect_error(const std::function<void()>& fn, ErrorCode code, const char* what) {
   try {
