@@ -35,15 +35,20 @@ const gen = Number(values.gen);
 const runs = Math.max(1, Number(values.runs));
 const bandwidth = Number(values.bandwidth ?? (device === 'cuda' ? 4300 : 65)) * 1e9;
 
-// llama.cpp on the same shapes (ANCHORS-CPU.md: 2-core CPU, weights in RAM; ANCHORS.md: H200).
+// llama.cpp on the same shapes (ANCHORS-CPU.md: 2-core CPU, weights in RAM; ANCHORS.md: H200);
+// quantized checkpoints are compared with its Q4_0 figures.
 const ANCHORS = {
   cpu: {
     '2048x16': { label: '1B bf16', prefill: 197, decode: 18.0 },
     '256x4': { label: 'tiny bf16', prefill: 21000, decode: 345 },
+    '2048x16 q': { label: '1B Q4_0', prefill: 191, decode: 37.5 },
+    '256x4 q': { label: 'tiny Q4_0', prefill: 23000, decode: 425 },
   },
   cuda: {
     '4096x32': { label: '8B bf16', prefill: 26544, decode: 209 },
     '2048x16': { label: '1B bf16', prefill: 85152, decode: 794 },
+    '4096x32 q': { label: '8B Q4_0', prefill: 10545, decode: 333 },
+    '2048x16 q': { label: '1B Q4_0', decode: 975 },
   },
 };
 
@@ -98,8 +103,8 @@ for (let r = 0; r < runs; r++) {
 }
 const p = median(prefill);
 const d = median(decode);
-const anchor = ANCHORS[device]?.[`${c.hiddenSize}x${c.numLayers}`];
-console.log(`prefill ${promptLen}: ${p.toFixed(1)} tok/s (median of ${runs})` + (anchor ? `, ${(p / anchor.prefill).toFixed(2)} x llama.cpp ${anchor.label} (${anchor.prefill})` : ''));
+const anchor = ANCHORS[device]?.[`${c.hiddenSize}x${c.numLayers}${c.quantized ? ' q' : ''}`];
+console.log(`prefill ${promptLen}: ${p.toFixed(1)} tok/s (median of ${runs})` + (anchor?.prefill ? `, ${(p / anchor.prefill).toFixed(2)} x llama.cpp ${anchor.label} (${anchor.prefill})` : ''));
 console.log(`decode ${gen}: ${d.toFixed(2)} tok/s (median of ${runs}), ${(100 * d / bound).toFixed(0)}% of the bound ${bound.toFixed(1)} tok/s ` +
   `(${(bytesPerToken / 1e9).toFixed(2)} GB/token at ${(bandwidth / 1e9).toFixed(0)} GB/s)` +
   (anchor ? `, ${(d / anchor.decode).toFixed(2)} x llama.cpp ${anchor.label} (${anchor.decode})` : ''));
