@@ -53,10 +53,10 @@ Candidate select_last(std::vector<Candidate>& w, double need) {
 // The same for candidates with weights in (0, 1] (0 < need <= total), in two passes over `c`:
 // a histogram of the weights finds the bucket where the cumulative mass crosses `need` (every
 // lighter bucket ranks below, every heavier one above), then selection runs on that bucket only.
-Candidate nucleus_last(const std::vector<Candidate>& c, double need, std::vector<Candidate>& scratch) {
+Candidate nucleus_last(const std::vector<Candidate>& c, double need, std::vector<double>& mass, std::vector<Candidate>& scratch) {
   constexpr int kBuckets = 4096;
   auto bucket = [](double w) { return std::clamp(static_cast<int>((1.0 - w) * kBuckets), 0, kBuckets - 1); };
-  std::vector<double> mass(kBuckets, 0.0);
+  mass.assign(kBuckets, 0.0);
   for (const Candidate& e : c) mass[static_cast<size_t>(bucket(e.second))] += e.second;
   double above = 0;
   int b = 0;
@@ -180,7 +180,7 @@ void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>
     } else {
       // The nucleus without sorting the vocabulary: find the last token it takes by selection,
       // then keep every candidate ranked at or above it, still in id order.
-      const Candidate last = nucleus_last(c, need, select_);
+      const Candidate last = nucleus_last(c, need, mass_, select_);
       c.erase(std::remove_if(c.begin(), c.end(), [&](const auto& e) { return rank(last, e); }), c.end());
     }
   }

@@ -79,6 +79,7 @@ class Sampler {
   std::vector<float> work_;                                    // processed copy of the logits
   std::vector<std::pair<int32_t, double>> cand_;               // sample()'s candidates
   mutable std::vector<std::pair<int32_t, double>> select_;     // top-p selection
+  mutable std::vector<double> mass_;                           // top-p weight histogram
 };
 
 }  // namespace mlxb

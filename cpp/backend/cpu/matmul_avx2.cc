@@ -156,21 +156,16 @@ void gemv_m(const float* x, const void* w, const float* bias, float* y, int64_t 
   }
 }
 
-// Batch-invariant GEMM for M > 4: every output computed exactly as the GEMV computes it (same
-// per-lane FMA chains, horizontal sum, tail and bias). Threads split N into blocks of weight rows
-// small enough to stay in L2 while every 4-row slice of x sweeps them.
+// Batch-invariant GEMM for M > 4, f32 / f16 weights (bf16 has gemm_bf16 below): every output
+// computed exactly as the GEMV computes it (same per-lane FMA chains, horizontal sum, tail and
+// bias). Threads split N into blocks of weight rows small enough to stay in L2 while every 4-row
+// slice of x sweeps them.
 template <DType T, int M>
-void rows_block(const float* x, const float* xs, const void* w, const float* bias, float* y, int64_t r0, int64_t r1,
-                int64_t n, int64_t k) {
-  if constexpr (T == DType::BF16) {
-    const uint16_t* wb = static_cast<const uint16_t*>(w);
-    for (int64_t r = r0; r < r1; ++r) gemv_bf16_rows<M, 1>(x, xs, wb, bias, y, r, n, k);
-  } else {
-    constexpr int RB = 3;
-    int64_t r = r0;
-    for (; r + RB <= r1; r += RB) gemv_rows<T, M, RB>(x, w, bias, y, r, n, k);
-    for (; r < r1; ++r) gemv_rows<T, M, 1>(x, w, bias, y, r, n, k);
-  }
+void rows_block(const float* x, const void* w, const float* bias, float* y, int64_t r0, int64_t r1, int64_t n, int64_t k) {
+  constexpr int RB = 3;
+  int64_t r = r0;
+  for (; r + RB <= r1; r += RB) gemv_rows<T, M, RB>(x, w, bias, y, r, n, k);
+  for (; r < r1; ++r) gemv_rows<T, M, 1>(x, w, bias, y, r, n, k);
 }
 
 constexpr int kGemmMT = 5;  // 5 x 2 tile: 10 accumulators + 4 weight vectors + 1 x vector
@@ -280,7 +275,6 @@ void gemm_rows(const float* x, const void* w, const float* bias, float* y, int64
     gemm_bf16(x, static_cast<const uint16_t*>(w), bias, y, m, n, k);
     return;
   }
-  const float* xs = nullptr;
   const int64_t row_bytes = std::max<int64_t>(1, k * dtype_size(T));
   const int64_t nb = std::max<int64_t>(6, (int64_t{192} * 1024 / row_bytes) / 6 * 6);
   const int64_t blocks = (n + nb - 1) / nb;
@@ -289,13 +283,12 @@ void gemm_rows(const float* x, const void* w, const float* bias, float* y, int64
       const int64_t r0 = b * nb, r1 = std::min(n, r0 + nb);
       for (int64_t m0 = 0; m0 < m; m0 += 4) {
         const float* xm = x + m0 * k;
-        const float* xsm = xs ? xs + m0 * k : nullptr;
         float* ym = y + m0 * n;
         switch (std::min<int64_t>(4, m - m0)) {
-          case 1: rows_block<T, 1>(xm, xsm, w, bias, ym, r0, r1, n, k); break;
-          case 2: rows_block<T, 2>(xm, xsm, w, bias, ym, r0, r1, n, k); break;
-          case 3: rows_block<T, 3>(xm, xsm, w, bias, ym, r0, r1, n, k); break;
-          default: rows_block<T, 4>(xm, xsm, w, bias, ym, r0, r1, n, k); break;
+          case 1: rows_block<T, 1>(xm, w, bias, ym, r0, r1, n, k); break;
+          case 2: rows_block<T, 2>(xm, w, bias, ym, r0, r1, n, k); break;
+          case 3: rows_block<T, 3>(xm, w, bias, ym, r0, r1, n, k); break;
+          default: rows_block<T, 4>(xm, w, bias, ym, r0, r1, n, k); break;
         }
       }
     }
