@@ -33,4 +33,8 @@ void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activati
   backend(out.device()).gated_matmul(x, w, bias, act, out);
 }
 
+void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) {
+  backend(out.device()).qgated_matmul(x, w, bias, act, out);
+}
+
 }  // namespace mlxb::ops
