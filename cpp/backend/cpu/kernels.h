@@ -23,9 +23,9 @@ namespace avx2 {
 void matmul(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n, int64_t k);
 }  // namespace avx2
 namespace avx512 {
-// use_bf16_dot: bf16 weights with M > 4 go through vdpbf16ps with activations rounded to bf16
-// (not batch-invariant; the dispatcher passes false). Otherwise every M gives each row the GEMV's
-// bits.
+// Every M gives each row the same bits (matmul_ordered.h). use_bf16_dot (needs AVX512_BF16): bf16
+// weights go through vdpbf16ps with activations rounded to bf16, at every M; otherwise exact
+// float32 products.
 void matmul(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n, int64_t k,
             bool use_bf16_dot);
 }  // namespace avx512

@@ -1,4 +1,7 @@
 // Picks the matmul kernel for this CPU, and defines simd_level() for every dispatcher.
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cpu/kernels.h"
 #include "core/cpu_features.h"
 
@@ -14,11 +17,21 @@ SimdLevel simd_level() {
   return level;
 }
 
+// MLXB_CPU_MATMUL=bf16dot (opt-in, for benchmarks): bf16 weights multiply bf16-rounded
+// activations with vdpbf16ps where the CPU has AVX512_BF16 (batch-invariant, but not float32
+// exact, so never the default: float32 results must match the float32 oracle).
+static bool bf16_dot_requested() {
+  static const bool on = [] {
+    const char* v = std::getenv("MLXB_CPU_MATMUL");
+    return v && std::strcmp(v, "bf16dot") == 0 && cpu_features().avx512_bf16;
+  }();
+  return on;
+}
+
 void matmul_dispatch(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n,
                      int64_t k) {
   if (simd_level() == SimdLevel::kAvx512) {
-    // The bf16-dot GEMM stays off: a row's result must not depend on M (batch invariance).
-    avx512::matmul(x, w, wt, bias, y, m, n, k, /*use_bf16_dot=*/false);
+    avx512::matmul(x, w, wt, bias, y, m, n, k, bf16_dot_requested());
     return;
   }
   if (simd_level() >= SimdLevel::kAvx2) {
