@@ -9,6 +9,7 @@
 
 #include "models/decode_fused.h"
 #include "models/decode_graph.h"
+#include "models/rows_graph.h"
 #include "models/decoder_rows.h"
 
 namespace mlxb {
@@ -63,6 +64,7 @@ class Decoder final : public Model {
     setup();
     fused_step_ = fused_decode_supported(layers_, spec_, device_, act_);
     if (device_ == Device::kCUDA && decode_graphs_enabled()) graphs_ = std::make_unique<DecodeGraphs>(device_);
+    if (device_ == Device::kCUDA && row_graphs_enabled()) row_graphs_ = std::make_unique<RowGraphs>(device_);
     if (options.progress) options.progress(1.0, "done");
   }
 
@@ -139,6 +141,7 @@ class Decoder final : public Model {
     d.rope_local = rope_local_.get();
     d.attn = &attn_params_;
     d.embed_scale = embed_scale();
+    d.row_graphs = row_graphs_.get();
     return d;
   }
 
@@ -317,7 +320,8 @@ class Decoder final : public Model {
   std::vector<AttentionParams> attn_params_;
   int64_t weight_bytes_ = 0;
   std::unique_ptr<DecodeGraphs> graphs_;  // CUDA only, unless MLXB_CUDA_GRAPH=0
-  bool fused_step_ = false;               // one-token steps through decode_fused.h
+  std::unique_ptr<RowGraphs> row_graphs_;  // the engine's batched decode steps (CUDA; rows_graph.h)
+  bool fused_step_ = false;                // one-token steps through decode_fused.h
   std::mutex mu_;
 };
 

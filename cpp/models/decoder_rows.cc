@@ -2,9 +2,13 @@
 #include "models/decoder_rows.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string>
+
+#include "models/rows_graph.h"
+#include "models/step_profile.h"
 
 namespace mlxb {
 
@@ -75,6 +79,22 @@ void linear_in(const Tensor& x, const Linear& l, Tensor& y, int64_t chunk) {
   }
 }
 
+// out = act(x gate^T) * (x up^T) through a fused dense [gate; up] weight, in slices of at most
+// `chunk` rows (0: one call).
+void gated_in(const Tensor& x, const Linear& gate_up, Activation act, Tensor& out, int64_t chunk) {
+  const Tensor* bias = gate_up.bias.defined() ? &gate_up.bias : nullptr;
+  const int64_t m = x.dim(0);
+  if (chunk <= 0 || m <= chunk) {
+    ops::gated_matmul(x, gate_up.w, bias, act, out);
+    return;
+  }
+  for (int64_t a = 0; a < m; a += chunk) {
+    const int64_t e = std::min(m, a + chunk);
+    Tensor os = out.slice_rows(a, e);
+    ops::gated_matmul(x.slice_rows(a, e), gate_up.w, bias, act, os);
+  }
+}
+
 void apply_rope(const Batch& b, Tensor& x3, bool local) {
   if (b.shared_rope) {
     ops::rope(x3, b.pos_dev, local ? b.local[0] : b.full[0]);
@@ -86,18 +106,30 @@ void apply_rope(const Batch& b, Tensor& x3, bool local) {
   }
 }
 
-// Attention of one layer for all rows: q3 [T, Hq, D], k3/v3 [T, Hkv, D] (after rope) -> o3.
-using AttentionFn = std::function<void(int64_t layer, const AttentionParams& p, const Tensor& q3, const Tensor& k3,
-                                       const Tensor& v3, Tensor& o3)>;
+// How run_layers computes a step (the CUDA paged paths; the defaults are the plain ops).
+struct LayerPlan {
+  // The attention callback rotates q and k itself (rope_kv_write); needs shared rope arguments.
+  bool attend_ropes = false;
+  // One q/k/v projection (q, k, v are row-strided column views of it; needs attend_ropes, no
+  // q/k norms, and an attention that takes strided q) and one gate/up projection + activation.
+  bool fuse = false;
+};
+
+// Attention of one layer for all rows: q3 [T, Hq, D], k3/v3 [T, Hkv, D] -> o3. `rope` non-null:
+// q3/k3 are not rotated yet and the callback applies it (else they were rotated already).
+using AttentionFn = std::function<void(int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3,
+                                       Tensor& o3, const RopeArgs* rope)>;
 
 // Embedding, every layer, and the final norm + LM head of the activation rows `sel` (host
 // indices). Returns logits [sel.size(), vocab] in the activation dtype on the model's device.
-Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, int64_t n_sel, const AttentionFn& attend) {
+Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, int64_t n_sel, const AttentionFn& attend,
+                  const LayerPlan& plan = LayerPlan()) {
   const ModelConfig& c = *d.cfg;
   const DecoderSpec& spec = *d.spec;
   const int64_t t = b.total, h = c.hidden_size;
   const int64_t chunk = d.batch_invariant && d.device != Device::kCPU ? kInvariantRows : 0;
   const float eps = static_cast<float>(c.norm_eps);
+  StepProfile& prof = StepProfile::get();
   Tensor x = Tensor::empty({t, h}, d.act, d.device);
   if (d.embed->quantized()) ops::qembedding(d.embed->q, b.ids_dev, d.embed_scale, x);
   else ops::embedding(d.embed->w, b.ids_dev, d.embed_scale, x);
@@ -110,34 +142,62 @@ Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, 
     const AttentionParams& p = (*d.attn)[static_cast<size_t>(i)];
     if (pending) ops::add_rms_norm(x, branch, w.input_norm, eps, one, normed);
     else ops::rms_norm(x, w.input_norm, eps, one, normed);
+    prof.mark(StepProfile::kNorm);
     {
-      Tensor q = Tensor::empty({t, p.heads * p.head_dim}, d.act, d.device);
-      Tensor k = Tensor::empty({t, p.kv_heads * p.head_dim}, d.act, d.device);
-      Tensor v = Tensor::empty({t, p.kv_heads * p.head_dim}, d.act, d.device);
-      linear_in(normed, w.attn.q, q, chunk);
-      linear_in(normed, w.attn.k, k, chunk);
-      linear_in(normed, w.attn.v, v, chunk);
-      Tensor q3 = q.reshape({t, p.heads, p.head_dim});
-      Tensor k3 = k.reshape({t, p.kv_heads, p.head_dim});
-      Tensor v3 = v.reshape({t, p.kv_heads, p.head_dim});
+      const int64_t qd = p.heads * p.head_dim, kvd = p.kv_heads * p.head_dim;
+      const bool fuse_qkv = plan.fuse && plan.attend_ropes && !w.attn.q_norm.defined() && !w.attn.k_norm.defined() &&
+                            (w.attn.qkv.w.defined() || w.attn.qkv.quantized());
+      Tensor q3, k3, v3;
+      if (fuse_qkv) {
+        const int64_t width = qd + 2 * kvd;
+        Tensor qkv = Tensor::empty({t, width}, d.act, d.device);
+        linear_in(normed, w.attn.qkv, qkv, chunk);
+        q3 = qkv.as_strided({t, p.heads, p.head_dim}, {width, p.head_dim, 1}, 0);
+        k3 = qkv.as_strided({t, p.kv_heads, p.head_dim}, {width, p.head_dim, 1}, qd);
+        v3 = qkv.as_strided({t, p.kv_heads, p.head_dim}, {width, p.head_dim, 1}, qd + kvd);
+      } else {
+        Tensor q = Tensor::empty({t, qd}, d.act, d.device);
+        Tensor k = Tensor::empty({t, kvd}, d.act, d.device);
+        Tensor v = Tensor::empty({t, kvd}, d.act, d.device);
+        linear_in(normed, w.attn.q, q, chunk);
+        linear_in(normed, w.attn.k, k, chunk);
+        linear_in(normed, w.attn.v, v, chunk);
+        q3 = q.reshape({t, p.heads, p.head_dim});
+        k3 = k.reshape({t, p.kv_heads, p.head_dim});
+        v3 = v.reshape({t, p.kv_heads, p.head_dim});
+      }
+      prof.mark(StepProfile::kQkv);
       if (w.attn.q_norm.defined()) ops::rms_norm(q3, w.attn.q_norm, p.norm_eps, p.norm_add_one, q3);
       if (w.attn.k_norm.defined()) ops::rms_norm(k3, w.attn.k_norm, p.norm_eps, p.norm_add_one, k3);
-      apply_rope(b, q3, p.local_rope);
-      apply_rope(b, k3, p.local_rope);
+      const RopeArgs* rope = nullptr;
+      if (plan.attend_ropes) {
+        rope = p.local_rope ? &b.local[0] : &b.full[0];
+      } else {
+        apply_rope(b, q3, p.local_rope);
+        apply_rope(b, k3, p.local_rope);
+      }
       Tensor o3 = Tensor::empty({t, p.heads, p.head_dim}, d.act, d.device);
-      attend(i, p, q3, k3, v3, o3);
-      linear_in(o3.reshape({t, p.heads * p.head_dim}), w.attn.o, branch, chunk);
+      attend(i, p, q3, k3, v3, o3, rope);
+      linear_in(o3.reshape({t, qd}), w.attn.o, branch, chunk);
+      prof.mark(StepProfile::kOut);
     }
     if (spec.sandwich_norms) ops::rms_norm(branch, w.post_attn_norm, eps, one, branch);
     ops::add_rms_norm(x, branch, spec.sandwich_norms ? w.pre_ff_norm : w.post_attn_norm, eps, one, normed);
+    prof.mark(StepProfile::kNorm);
     {
       const int64_t f = w.mlp.gate.out;
       Tensor gate = Tensor::empty({t, f}, d.act, d.device);
-      Tensor up = Tensor::empty({t, f}, d.act, d.device);
-      linear_in(normed, w.mlp.gate, gate, chunk);
-      linear_in(normed, w.mlp.up, up, chunk);
-      ops::gated_act(gate, up, c.hidden_act, gate);
+      if (plan.fuse && w.mlp.gate_up.w.defined()) {
+        gated_in(normed, w.mlp.gate_up, c.hidden_act, gate, chunk);
+      } else {
+        Tensor up = Tensor::empty({t, f}, d.act, d.device);
+        linear_in(normed, w.mlp.gate, gate, chunk);
+        linear_in(normed, w.mlp.up, up, chunk);
+        ops::gated_act(gate, up, c.hidden_act, gate);
+      }
+      prof.mark(StepProfile::kGateUp);
       linear_in(gate, w.mlp.down, branch, chunk);
+      prof.mark(StepProfile::kDown);
     }
     if (spec.sandwich_norms) ops::rms_norm(branch, w.post_ff_norm, eps, one, branch);
     pending = true;
@@ -203,8 +263,8 @@ void decoder_forward_rows(const DecoderParts& d, const std::vector<Model::Row>& 
   b.ids_dev = upload_i32(b.ids, d.device);
   b.pos_dev = upload_i32(b.pos, d.device);
   Tensor sel_dev = upload_i32(sel, d.device);
-  AttentionFn attend = [&](int64_t layer, const AttentionParams& p, const Tensor& q3, const Tensor& k3, const Tensor& v3,
-                           Tensor& o3) {
+  AttentionFn attend = [&](int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3, Tensor& o3,
+                           const RopeArgs*) {
     for (size_t r = 0; r < rows.size(); ++r) {
       const int64_t a = b.offset[r], e = a + b.count[r];
       LayerCache& cache = *(*rows[r].caches)[static_cast<size_t>(layer)];
@@ -217,14 +277,181 @@ void decoder_forward_rows(const DecoderParts& d, const std::vector<Model::Row>& 
   copy_logits(d, out, dst);
 }
 
-void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows) {
-  if (rows.empty()) return;
+namespace {
+
+void check_pool(const DecoderParts& d, const PagedKVPool& pool) {
   const PagedSpec& ps = pool.spec();
   if (ps.layers != d.cfg->num_layers || ps.kv_heads != d.cfg->num_kv_heads || ps.head_dim != d.cfg->head_dim ||
       ps.device != d.device)
     fail(ErrorCode::kInvalidArgument, "the KV pool does not match the model", "pool");
+}
+
+void check_blocks(const PagedSpec& ps, const Model::PagedRow& r) {
+  const int64_t len = r.start + r.t;
+  if (!r.blocks || static_cast<int64_t>(r.blocks->size()) * ps.block_size < len)
+    fail(ErrorCode::kInternal, "paged row: block table does not cover position " + std::to_string(len - 1));
+  for (int32_t blk : *r.blocks)
+    if (blk < 0 || blk >= ps.num_blocks) fail(ErrorCode::kInternal, "paged row: block id outside the pool");
+}
+
+bool same_rope(const RopeArgs& a, const RopeArgs& c) {
+  return a.inv_freq.defined() == c.inv_freq.defined() && (!a.inv_freq.defined() || a.inv_freq.data() == c.inv_freq.data()) &&
+         a.mscale == c.mscale;
+}
+
+// Hands each sampled row its argmax and/or logits from the step's device outputs (rows in plan
+// order; `out` row k belongs to the k-th row that asked for something).
+void deliver(const DecoderParts& d, const std::vector<Model::PagedRow>& rows, const Tensor& out, const Tensor* next) {
+  std::vector<float*> dst;
+  bool any_argmax = false, any_logits = false;
+  for (const Model::PagedRow& r : rows) {
+    if (!r.logits && !r.argmax) continue;
+    dst.push_back(r.logits);
+    any_argmax = any_argmax || r.argmax;
+    any_logits = any_logits || r.logits;
+  }
+  if (dst.empty()) return;
+  if (any_argmax) {
+    Tensor am;
+    if (next) {
+      am = *next;
+    } else {
+      am = Tensor::empty({out.dim(0)}, DType::I32, d.device);
+      ops::argmax(out, am);
+    }
+    std::vector<int32_t> host(dst.size());
+    backend(d.device).copy(host.data(), Device::kCPU, am.data(), d.device, static_cast<int64_t>(host.size() * sizeof(int32_t)));
+    size_t k = 0;
+    for (const Model::PagedRow& r : rows) {
+      if (!r.logits && !r.argmax) continue;
+      if (r.argmax) *r.argmax = host[k];
+      ++k;
+    }
+  }
+  if (any_logits) copy_logits(d, out.slice_rows(0, static_cast<int64_t>(dst.size())), dst);
+}
+
+// A step where every row decodes one token and samples it, on CUDA with rope arguments shared by
+// all rows: padded to a row bucket and replayed from a recorded graph (rows_graph.h), or run
+// eagerly in the same padded form when not recorded (yet). False: the step does not qualify.
+bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows) {
+  if (!d.row_graphs || d.device == Device::kCPU || StepProfile::get().level() >= 2) return false;
+  const PagedSpec& ps = pool.spec();
+  const int64_t bs = ps.block_size, n = static_cast<int64_t>(rows.size());
+  int64_t max_len = 1;
+  for (const Model::PagedRow& r : rows) {
+    if (r.t != 1 || (!r.logits && !r.argmax)) return false;
+    max_len = std::max(max_len, r.start + 1);
+  }
+  if (!d.rope_global->fixed(max_len) || (d.rope_local && !d.rope_local->fixed(max_len))) return false;
+  const RopeArgs full = d.rope_global->args(max_len);
+  const RopeArgs local = d.rope_local ? d.rope_local->args(max_len) : RopeArgs();
+  for (const Model::PagedRow& r : rows) {
+    if (!same_rope(d.rope_global->args(r.start + 1), full)) return false;
+    if (d.rope_local && !same_rope(d.rope_local->args(r.start + 1), local)) return false;
+  }
+  const auto t0 = StepProfile::Clock::now();
+  for (const Model::PagedRow& r : rows) {
+    check_row(d, r.ids, r.t, r.start);
+    check_blocks(ps, r);
+  }
+  const int64_t rb = RowGraphs::rows_bucket(n), width = RowGraphs::width_bucket((max_len + bs - 1) / bs);
+  std::vector<int32_t> host(static_cast<size_t>(RowGraphs::size(rb, width)), 0);
+  auto at = [&](RowGraphs::Section s, int64_t i) -> int32_t& {
+    return host[static_cast<size_t>(RowGraphs::offset(s, rb) + i)];
+  };
+  for (int64_t i = 0; i < rb; ++i) {
+    at(RowGraphs::kSel, i) = static_cast<int32_t>(i);
+    at(RowGraphs::kQOffset, i) = static_cast<int32_t>(i);
+    at(RowGraphs::kQCount, i) = 1;
+    at(RowGraphs::kKvLen, i) = 1;   // padding rows: position 0, one key (slot 0 of block 0), no KV write
+    at(RowGraphs::kSlots, i) = -1;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const Model::PagedRow& r = rows[static_cast<size_t>(i)];
+    const std::vector<int32_t>& bl = *r.blocks;
+    at(RowGraphs::kIds, i) = r.ids[0];
+    at(RowGraphs::kPos, i) = static_cast<int32_t>(r.start);
+    at(RowGraphs::kSlots, i) = static_cast<int32_t>(bl[static_cast<size_t>(r.start / bs)] * bs + r.start % bs);
+    at(RowGraphs::kKvLen, i) = static_cast<int32_t>(r.start + 1);
+    const int64_t need = (r.start + bs) / bs;
+    std::copy(bl.begin(), bl.begin() + need, host.begin() + RowGraphs::offset(RowGraphs::kTable, rb) + i * width);
+  }
+  RowGraphs::Body body = [&](const RowGraphs::Inputs& in) {
+    Batch b;
+    b.total = rb;
+    b.offset.assign(1, 0);
+    b.count.assign(1, rb);
+    b.full.assign(1, full);
+    b.local.assign(1, local);
+    b.ids_dev = in.ids;
+    b.pos_dev = in.pos;
+    PagedAttentionRows pr;
+    pr.q_offset = in.q_offset;
+    pr.q_count = in.q_count;
+    pr.kv_len = in.kv_len;
+    pr.block_table = in.table;
+    pr.block_size = bs;
+    pr.max_q_count = 1;
+    pr.max_kv_len = width * bs;
+    AttentionFn attend = [&](int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3, Tensor& o3,
+                             const RopeArgs* rope) {
+      Tensor& kp = pool.keys(layer);
+      Tensor& vp = pool.values(layer);
+      ops::rope_kv_write(q3, k3, v3, b.pos_dev, *rope, in.slots, kp, vp);
+      ops::paged_attention(q3, kp, vp, pr, p.args, o3);
+    };
+    LayerPlan plan;
+    plan.attend_ropes = true;
+    plan.fuse = true;
+    RowGraphs::Outputs o;
+    o.logits = run_layers(d, b, in.sel, rb, attend, plan);
+    o.next = Tensor::empty({rb}, DType::I32, d.device);
+    ops::argmax(o.logits, o.next);
+    return o;
+  };
+  // What the recorded kernels captured beyond the input buffer: shapes, mode, rope tables and
+  // every layer's pool buffers (a graph stays valid only while all of them are the same).
+  std::vector<uint64_t> key = {static_cast<uint64_t>(rb), static_cast<uint64_t>(width), d.batch_invariant ? 1u : 0u,
+                               static_cast<uint64_t>(ps.num_blocks),
+                               full.inv_freq.defined() ? reinterpret_cast<uintptr_t>(full.inv_freq.data()) : 0,
+                               local.inv_freq.defined() ? reinterpret_cast<uintptr_t>(local.inv_freq.data()) : 0};
+  for (int64_t l = 0; l < ps.layers; ++l) {
+    key.push_back(reinterpret_cast<uintptr_t>(pool.keys(l).data()));
+    key.push_back(reinterpret_cast<uintptr_t>(pool.values(l).data()));
+  }
+  uint32_t bits[2];
+  std::memcpy(&bits[0], &full.mscale, sizeof(float));
+  std::memcpy(&bits[1], &local.mscale, sizeof(float));
+  key.push_back(bits[0]);
+  key.push_back(bits[1]);
+  const auto t1 = StepProfile::Clock::now();
+  const RowGraphs::Outputs* res = d.row_graphs->run(key, rb, width, host, body);
+  const bool replayed = res != nullptr;
+  RowGraphs::Outputs eager;
+  if (!res) {
+    Tensor buf = upload_i32(host, d.device);
+    eager = body(RowGraphs::views(buf, rb, width));
+    res = &eager;
+  }
+  const auto t2 = StepProfile::Clock::now();
+  deliver(d, rows, res->logits, &res->next);
+  StepProfile::get().step(n, replayed, t0, t1, t2, StepProfile::Clock::now());
+  return true;
+}
+
+}  // namespace
+
+void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows) {
+  if (rows.empty()) return;
+  check_pool(d, pool);
+  if (paged_decode_step(d, pool, rows)) return;
+  const auto t0 = StepProfile::Clock::now();
+  StepProfile& prof = StepProfile::get();
+  const PagedSpec& ps = pool.spec();
   const int64_t bs = ps.block_size;
-  const bool cuda_fast = d.device != Device::kCPU && !d.batch_invariant;
+  const bool cuda = d.device != Device::kCPU;
+  const bool cuda_fast = cuda && !d.batch_invariant;
   Batch b;
   // Host integers of the step, uploaded once: ids, positions, kv slots, selected rows, the paged
   // rows' tables and the gather slots of long rows. Each section is a view of one device buffer.
@@ -235,11 +462,8 @@ void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::
   for (size_t i = 0; i < rows.size(); ++i) {
     const Model::PagedRow& r = rows[i];
     check_row(d, r.ids, r.t, r.start);
+    check_blocks(ps, r);
     const int64_t len = r.start + r.t;
-    if (!r.blocks || static_cast<int64_t>(r.blocks->size()) * bs < len)
-      fail(ErrorCode::kInternal, "paged row: block table does not cover position " + std::to_string(len - 1));
-    for (int32_t blk : *r.blocks)
-      if (blk < 0 || blk >= ps.num_blocks) fail(ErrorCode::kInternal, "paged row: block id outside the pool");
     b.offset.push_back(b.total);
     b.count.push_back(r.t);
     b.start.push_back(r.start);
@@ -296,12 +520,19 @@ void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::
   pr.max_q_count = max_q;
   pr.max_kv_len = max_len;
 
-  AttentionFn attend = [&](int64_t layer, const AttentionParams& p, const Tensor& q3, const Tensor& k3, const Tensor& v3,
-                           Tensor& o3) {
+  const auto t1 = StepProfile::Clock::now();
+  prof.begin(d.device);
+  AttentionFn attend = [&](int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3, Tensor& o3,
+                           const RopeArgs* rope) {
     Tensor& kp = pool.keys(layer);
     Tensor& vp = pool.values(layer);
-    ops::kv_write(k3, slots_dev, kp);
-    ops::kv_write(v3, slots_dev, vp);
+    if (rope) {
+      ops::rope_kv_write(q3, k3, v3, b.pos_dev, *rope, slots_dev, kp, vp);
+    } else {
+      ops::kv_write(k3, slots_dev, kp);
+      ops::kv_write(v3, slots_dev, vp);
+    }
+    prof.mark(StepProfile::kRopeKv);
     if (!paged.empty()) ops::paged_attention(q3, kp, vp, pr, p.args, o3);
     for (size_t k = 0; k < long_rows.size(); ++k) {
       const size_t r = long_rows[k];
@@ -314,29 +545,18 @@ void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::
       Tensor os = o3.slice_rows(a, e);
       ops::attention(q3.slice_rows(a, e), kr, vr, b.pos_dev.slice_rows(a, e), iota_dev.slice_rows(0, len), p.args, os);
     }
+    prof.mark(StepProfile::kAttn);
   };
-  Tensor out = run_layers(d, b, sel_dev, static_cast<int64_t>(sel.size()), attend);
-  if (sel.empty()) return;
-  std::vector<float*> dst;
-  bool any_argmax = false;
-  for (const Model::PagedRow& r : rows) {
-    if (!r.logits && !r.argmax) continue;
-    dst.push_back(r.logits);
-    any_argmax = any_argmax || r.argmax;
-  }
-  if (any_argmax) {
-    Tensor am = Tensor::empty({out.dim(0)}, DType::I32, d.device);
-    ops::argmax(out, am);
-    std::vector<int32_t> host(static_cast<size_t>(out.dim(0)));
-    backend(d.device).copy(host.data(), Device::kCPU, am.data(), d.device, am.nbytes());
-    size_t k = 0;
-    for (const Model::PagedRow& r : rows) {
-      if (!r.logits && !r.argmax) continue;
-      if (r.argmax) *r.argmax = host[k];
-      ++k;
-    }
-  }
-  if (std::any_of(dst.begin(), dst.end(), [](float* p) { return p != nullptr; })) copy_logits(d, out, dst);
+  // On CUDA: rope + KV write in one launch when all rows share rope arguments, and the fused
+  // projections when every row goes through paged_attention (it takes row-strided q).
+  LayerPlan plan;
+  plan.attend_ropes = cuda && b.shared_rope;
+  plan.fuse = plan.attend_ropes && long_rows.empty();
+  Tensor out = run_layers(d, b, sel_dev, static_cast<int64_t>(sel.size()), attend, plan);
+  prof.mark(StepProfile::kHead);
+  const auto t2 = StepProfile::Clock::now();
+  if (!sel.empty()) deliver(d, rows, out, nullptr);
+  prof.step(static_cast<int64_t>(rows.size()), false, t0, t1, t2, StepProfile::Clock::now());
 }
 
 }  // namespace mlxb

@@ -11,6 +11,9 @@
 // gets alone (the CPU matmul's per-row reduction order does not depend on M, attention is per
 // row); on CUDA only with `batch_invariant` (linears in slices of at most 8 rows, which always
 // take the M-independent GEMV kernel, and every row through paged_attention).
+// On CUDA a step where every row decodes one token is padded to a row bucket and replayed from a
+// recorded graph (rows_graph.h); q/k/v and gate/up run as one projection each there and in
+// every step whose rows all go through paged_attention.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,6 +22,8 @@
 #include "models/decoder.h"
 
 namespace mlxb {
+
+class RowGraphs;
 
 // What the batched forward reads of a built decoder (references into it).
 struct DecoderParts {
@@ -35,6 +40,7 @@ struct DecoderParts {
   const std::vector<AttentionParams>* attn = nullptr;
   float embed_scale = 1.0f;
   bool batch_invariant = false;
+  RowGraphs* row_graphs = nullptr;  // the model's recorded decode steps (CUDA); null: always eager
 };
 
 void decoder_forward_rows(const DecoderParts& d, const std::vector<Model::Row>& rows);

@@ -134,7 +134,8 @@ class Backend {
   // Attention of R sequences over a paged pool in one call: q [T, Hq, D] (the rows' tokens back
   // to back, see PagedAttentionRows), k, v pools [Hkv, S, D] (contiguous rows, dim-0 stride
   // >= S*D), out [T, Hq, D]. Each query gets what `attention` gives it over its row's keys
-  // gathered in position order (same scale, soft-cap, causal and window rules).
+  // gathered in position order (same scale, soft-cap, causal and window rules). On CUDA q may
+  // also be row-strided (heads contiguous, row stride >= Hq * D: a view of a fused projection).
   virtual void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
                                const AttentionArgs& args, Tensor& out) = 0;
 
@@ -148,7 +149,8 @@ class Backend {
   // (gate and up rounded to out's dtype first)
   virtual void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
   // rope(q), rope(k), then kv_write(k, slots, k_cache) and kv_write(v, slots, v_cache): the
-  // attention inputs of a step prepared in one pass (same results as the four ops)
+  // attention inputs of a step prepared in one pass (same results as the four ops). On CUDA q,
+  // k and v may be row-strided views (heads contiguous), e.g. column ranges of a fused projection.
   virtual void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
                              const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
   // One-row (decode) projections fused with their neighbours; each gives the results of the ops

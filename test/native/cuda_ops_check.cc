@@ -454,6 +454,119 @@ void check_rope_kv_write(int64_t t, int64_t hq, int64_t hkv, int64_t dim, int64_
   report(name + " == rope; kv_write", e, 0.0);
 }
 
+// rope_kv_write on row-strided views (q, k, v as column ranges of one fused [T, (Hq + 2 Hkv) D]
+// projection, the engine's batched step) must equal it on contiguous copies exactly.
+void check_rope_kv_write_strided(int64_t t, int64_t hq, int64_t hkv, int64_t dim, DType d) {
+  const int64_t cap = 64, width = (hq + 2 * hkv) * dim;
+  Pair qkv = make({t, width}, d), kc = make({hkv, cap, dim}, d), vc = make({hkv, cap, dim}, d);
+  std::vector<int32_t> pos, sl;
+  for (int64_t i = 0; i < t; ++i) { pos.push_back(static_cast<int32_t>(9 + 5 * i)); sl.push_back(static_cast<int32_t>((7 + 13 * i) % cap)); }
+  if (t > 1) sl[0] = -1;  // a padding row: no write
+  Pair pt = make_ints(pos), st = make_ints(sl);
+  std::vector<double> f;
+  for (int64_t i = 0; i < dim / 2; ++i) f.push_back(std::pow(500000.0, -2.0 * i / dim));
+  RopeArgs a;
+  a.inv_freq = host_tensor(f, {dim / 2}, DType::F32).to(Device::kCUDA);
+  a.rot_dim = dim;
+  auto copy = [](const Tensor& x) { Tensor y = Tensor::empty(x.shape(), x.dtype(), Device::kCUDA); y.copy_from(x); return y; };
+  auto cols = [&](Tensor& buf, int64_t heads, int64_t at) { return buf.as_strided({t, heads, dim}, {width, dim, 1}, at); };
+  // Contiguous reference: the column ranges copied out through the host.
+  Vec h = qkv.host, qh, kh, vh;
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t c = 0; c < width; ++c) {
+      const double x = h[static_cast<size_t>(r * width + c)];
+      (c < hq * dim ? qh : c < (hq + hkv) * dim ? kh : vh).push_back(x);
+    }
+  Tensor q1 = host_tensor(qh, {t, hq, dim}, d).to(Device::kCUDA), k1 = host_tensor(kh, {t, hkv, dim}, d).to(Device::kCUDA);
+  Tensor v1 = host_tensor(vh, {t, hkv, dim}, d).to(Device::kCUDA), kc1 = copy(kc.dev), vc1 = copy(vc.dev);
+  ops::rope_kv_write(q1, k1, v1, pt.dev, a, st.dev, kc1, vc1);
+  Tensor buf = copy(qkv.dev), kc2 = copy(kc.dev), vc2 = copy(vc.dev);
+  Tensor q2 = cols(buf, hq, 0), k2 = cols(buf, hkv, hq * dim), v2 = cols(buf, hkv, (hq + hkv) * dim);
+  ops::rope_kv_write(q2, k2, v2, pt.dev, a, st.dev, kc2, vc2);
+  Vec got = to_vec(buf), gq, gk;
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t c = 0; c < (hq + hkv) * dim; ++c) (c < hq * dim ? gq : gk).push_back(got[static_cast<size_t>(r * width + c)]);
+  const std::string name = "rope_kv_write strided T=" + std::to_string(t) + " Hq=" + std::to_string(hq) + " Hkv=" +
+                           std::to_string(hkv) + " D=" + std::to_string(dim) + " " + dn(d);
+  report(name + " == contiguous", std::max({nmse(gq, to_vec(q1)), nmse(gk, to_vec(k1)), nmse(to_vec(kc2), to_vec(kc1)),
+                                            nmse(to_vec(vc2), to_vec(vc1))}),
+         0.0);
+}
+
+// paged_attention: decode rows and short query chunks over random block tables, against the CPU
+// backend on float32 copies; q given contiguous and as a row-strided view must agree exactly.
+void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, DType d) {
+  const int64_t bs = 16, blocks = 96, slots_n = blocks * bs;
+  std::vector<int32_t> qo, qc, kl, table;
+  const int64_t max_blocks = 40;
+  std::vector<int32_t> perm(static_cast<size_t>(blocks));
+  for (int64_t i = 0; i < blocks; ++i) perm[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  int64_t tq = 0, next_block = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t cnt = r % 5 == 3 ? 3 : 1, len = 1 + (r * 97 + 13) % 300 + cnt;
+    const int64_t need = (len + bs - 1) / bs;
+    qo.push_back(static_cast<int32_t>(tq));
+    qc.push_back(static_cast<int32_t>(cnt));
+    kl.push_back(static_cast<int32_t>(len));
+    for (int64_t b = 0; b < max_blocks; ++b)
+      table.push_back(b < need ? perm[static_cast<size_t>((next_block + b) % blocks)] : 0);
+    next_block += need;
+    tq += cnt;
+  }
+  const int64_t width = (hq + 2 * hkv) * dim;
+  Pair qkv = make({tq, width}, d), kp = make({hkv, slots_n, dim}, d), vp = make({hkv, slots_n, dim}, d);
+  Vec qh;
+  for (int64_t r = 0; r < tq; ++r)
+    for (int64_t c = 0; c < hq * dim; ++c) qh.push_back(qkv.host[static_cast<size_t>(r * width + c)]);
+  AttentionArgs args;
+  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  auto ints = [](const std::vector<int32_t>& v, const Shape& shape, Device dev) {
+    Tensor t = Tensor::empty(shape, DType::I32, Device::kCPU);
+    std::copy(v.begin(), v.end(), t.ptr<int32_t>());
+    return dev == Device::kCPU ? t : t.to(dev);
+  };
+  auto rows_on = [&](Device dev) {
+    PagedAttentionRows pr;
+    pr.q_offset = ints(qo, {rows}, dev);
+    pr.q_count = ints(qc, {rows}, dev);
+    pr.kv_len = ints(kl, {rows}, dev);
+    pr.block_table = ints(table, {rows, max_blocks}, dev);
+    pr.block_size = bs;
+    pr.max_q_count = 3;
+    pr.max_kv_len = *std::max_element(kl.begin(), kl.end());
+    return pr;
+  };
+  Tensor q_dev = host_tensor(qh, {tq, hq, dim}, d).to(Device::kCUDA);
+  Tensor out1 = poisoned({tq, hq, dim}, d), out2 = poisoned({tq, hq, dim}, d);
+  const PagedAttentionRows gpu = rows_on(Device::kCUDA);
+  ops::paged_attention(q_dev, kp.dev, vp.dev, gpu, args, out1);
+  Tensor q_view = qkv.dev.as_strided({tq, hq, dim}, {width, dim, 1}, 0);
+  ops::paged_attention(q_view, kp.dev, vp.dev, gpu, args, out2);
+  Tensor ref = Tensor::empty({tq, hq, dim}, DType::F32, Device::kCPU);
+  Tensor qc_cpu = host_tensor(qh, {tq, hq, dim}, DType::F32), kc_cpu = host_tensor(kp.host, {hkv, slots_n, dim}, DType::F32);
+  Tensor vc_cpu = host_tensor(vp.host, {hkv, slots_n, dim}, DType::F32);
+  ops::paged_attention(qc_cpu, kc_cpu, vc_cpu, rows_on(Device::kCPU), args, ref);
+  const std::string name = "paged_attention rows=" + std::to_string(rows) + " Hq=" + std::to_string(hq) + " Hkv=" +
+                           std::to_string(hkv) + " D=" + std::to_string(dim) + " " + dn(d);
+  report(name + " vs cpu", nmse(to_vec(out1), to_vec(ref)), d == DType::F32 ? 1e-10 : 1e-4);
+  report(name + " strided q == contiguous", nmse(to_vec(out2), to_vec(out1)), 0.0);
+}
+
+// gated_matmul of several rows through cuBLASLt (one [M, 2F] product, then the activation) against
+// matmul on each half then gated_act (the halves may take other GEMM algorithms: rounding only).
+void check_gated_matmul_rows(int64_t m, int64_t f, int64_t k, DType d) {
+  Pair x = make({m, k}, d), w = make({2 * f, k}, d, -0.05, 0.05);
+  Tensor gate = Tensor::empty({m, f}, d, Device::kCUDA), up = Tensor::empty({m, f}, d, Device::kCUDA);
+  ops::matmul(x.dev, w.dev.slice_rows(0, f), nullptr, gate);
+  ops::matmul(x.dev, w.dev.slice_rows(f, 2 * f), nullptr, up);
+  Tensor ref = poisoned({m, f}, d), got = poisoned({m, f}, d);
+  ops::gated_act(gate, up, Activation::kSiLU, ref);
+  ops::gated_matmul(x.dev, w.dev, nullptr, Activation::kSiLU, got);
+  report("gated_matmul rows M=" + std::to_string(m) + " F=" + std::to_string(f) + " K=" + std::to_string(k) + " " + dn(d),
+         nmse(to_vec(got), to_vec(ref)), 1e-4);
+}
+
 // argmax against a host scan: first maximum, ties to the lower index, NaN skipped.
 void check_argmax(int64_t rows, int64_t n, DType d) {
   Pair x = make({rows, n}, d, -5, 5);
@@ -678,6 +791,14 @@ int main(int argc, char** argv) {
     check_gated_matmul(1, 300, 264, H, false, Activation::kGeluExact);
     check_gated_matmul(1, 100, 1001, B, false, Activation::kSiLU);  // generic path (K % 8 != 0)
     check_gated_matmul(3, 100, 256, F, true, Activation::kSiLU);    // generic path (f32, 3 rows)
+    check_gated_matmul(8, 1000, 512, B, true, Activation::kGeluTanh);  // several rows, GEMV: exact
+    check_gated_matmul_rows(32, 14336, 4096, B);
+    check_gated_matmul_rows(100, 1000, 520, H);
+    check_rope_kv_write_strided(32, 32, 8, 128, B);
+    check_rope_kv_write_strided(5, 8, 2, 64, F);
+    check_paged_attention(32, 32, 8, 128, B);
+    check_paged_attention(7, 8, 8, 64, F);
+    check_paged_attention(12, 16, 2, 256, B);
     check_graph();
     check_oom();
     if (do_bench) bench();

@@ -245,6 +245,47 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
 
 namespace mlxb::cuda {
 
+// out[r, j] = act(h[r, j]) * h[r, F + j] for h [M, 2F] (one fused [gate; up] projection of M rows).
+template <Activation A, typename T>
+static __global__ void gated_halves_kernel(const T* __restrict__ h, T* __restrict__ out, int64_t m, int64_t f) {
+  const int64_t n = m * f;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / f, j = i - r * f;
+    out[i] = from_f32<T>(activate<A>(to_f32(h[r * 2 * f + j])) * to_f32(h[r * 2 * f + f + j]));
+  }
+}
+
+// Several rows through a fused dense [gate; up] weight: one matmul into [M, 2F] (rounded to out's
+// dtype, as matmul then gated_act), then the activation over its two halves. False when the
+// tensors do not fit this path (the generic op then runs).
+static bool gated_rows(CudaBackend& be, const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
+  if (w.ndim() != 2 || w.dim(0) % 2 != 0 || out.ndim() < 1 || out.dim(-1) * 2 != w.dim(0) || x.ndim() < 1 || x.dim(-1) != w.dim(1))
+    return false;
+  const int64_t f = w.dim(0) / 2, k = w.dim(1);
+  if (f == 0 || k == 0 || out.numel() % f != 0 || x.numel() != out.numel() / f * k) return false;
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &out})
+    if (t->device() != Device::kCUDA || !t->is_contiguous() || t->dtype() != out.dtype()) return false;
+  if (out.dtype() != DType::BF16 && out.dtype() != DType::F16 && out.dtype() != DType::F32) return false;
+  const int64_t m = out.numel() / f;
+  Tensor h = Tensor::empty({m, 2 * f}, out.dtype(), Device::kCUDA);
+  be.matmul(x.reshape({m, k}), w, bias, h);
+  MLXB_FLOAT_SWITCH(out.dtype(), T, {
+    switch (act) {
+      case Activation::kSiLU:
+        gated_halves_kernel<Activation::kSiLU, T><<<grid_for(m * f), 256, 0, stream()>>>(h.ptr<T>(), out.ptr<T>(), m, f);
+        break;
+      case Activation::kGeluExact:
+        gated_halves_kernel<Activation::kGeluExact, T><<<grid_for(m * f), 256, 0, stream()>>>(h.ptr<T>(), out.ptr<T>(), m, f);
+        break;
+      case Activation::kGeluTanh:
+        gated_halves_kernel<Activation::kGeluTanh, T><<<grid_for(m * f), 256, 0, stream()>>>(h.ptr<T>(), out.ptr<T>(), m, f);
+        break;
+    }
+  });
+  MLXB_CUDA_LAUNCHED("gated_matmul (rows)");
+  return true;
+}
+
 void CudaBackend::gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
   const bool one_row = x.ndim() >= 1 && w.ndim() == 2 && x.numel() == w.dim(1) && w.dim(0) % 2 == 0 && out.numel() * 2 == w.dim(0);
   const bool fits = one_row && x.device() == Device::kCUDA && w.device() == Device::kCUDA && out.device() == Device::kCUDA &&
@@ -254,7 +295,7 @@ void CudaBackend::gated_matmul(const Tensor& x, const Tensor& w, const Tensor* b
                     (!bias || (bias->device() == Device::kCUDA && bias->dtype() == w.dtype() && bias->numel() == w.dim(0) &&
                                bias->is_contiguous()));
   if (!fits) {
-    Backend::gated_matmul(x, w, bias, act, out);
+    if (!gated_rows(*this, x, w, bias, act, out)) Backend::gated_matmul(x, w, bias, act, out);
     return;
   }
   const int64_t f = w.dim(0) / 2, k = w.dim(1);

@@ -4,7 +4,11 @@
 //   table. A key is scored by D/8 lanes (8 head elements each, 16-byte loads, shuffle-reduced dot)
 //   for all query heads of the kv head at once, with an online softmax per head; the warps'
 //   partial (max, sum, output) are merged through shared memory. Causal and sliding-window rows
-//   only visit their visible key range.
+//   only visit their visible key range. Blocks have 8 warps (more key loads in flight per
+//   multiprocessor when a decode step has only a few dozen rows) wherever their merge buffers fit
+//   in 32 KB of shared memory, else 4; the choice depends on the head shape only, so a row's
+//   result never depends on how many rows share the launch.
+//   q rows may be strided (row stride >= Hq * D, a view of a fused q/k/v projection).
 // - kv_gather: out[h, i, :] = cache[h, slots[i], :] (prefill rows gather once, then use flash).
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
@@ -13,17 +17,15 @@ namespace mlxb::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;
-
 template <typename T>
 __device__ __forceinline__ void load8_any(const T* p, float* v) {
   load8(p, v);
 }
 
 // kLanes lanes per key (head_dim = 8 * kLanes), at most kG query heads per kv head.
-template <int kLanes, int kG, typename T>
+template <int kLanes, int kG, int kWarps, typename T>
 __global__ void __launch_bounds__(kWarps * 32)
-    paged_kernel(const T* __restrict__ q, const T* __restrict__ kpool, const T* __restrict__ vpool, int64_t pool_stride,
+    paged_kernel(const T* __restrict__ q, int64_t q_stride, const T* __restrict__ kpool, const T* __restrict__ vpool, int64_t pool_stride,
                  const int32_t* __restrict__ q_offset, const int32_t* __restrict__ q_count, const int32_t* __restrict__ kv_len,
                  const int32_t* __restrict__ table, int64_t max_blocks, int block_size, int hq, int hkv, float scale,
                  float softcap, bool causal, int window, T* __restrict__ out) {
@@ -43,7 +45,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   float qv[kG][8];
 #pragma unroll
   for (int h = 0; h < kG; ++h) {
-    if (h < g) load8_any(q + (qrow * hq + hk * g + h) * kD + part * 8, qv[h]);
+    if (h < g) load8_any(q + qrow * q_stride + (hk * g + h) * kD + part * 8, qv[h]);
     else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) qv[h][e] = 0.0f;
@@ -148,22 +150,32 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 template <int kLanes, typename T>
-void launch_paged(int g, dim3 grid, const T* q, const T* k, const T* v, int64_t stride, const PagedAttentionRows& rows, int hq,
-                  int hkv, const AttentionArgs& args, T* out) {
+void launch_paged(int g, dim3 grid, const T* q, int64_t q_stride, const T* k, const T* v, int64_t stride,
+                  const PagedAttentionRows& rows, int hq, int hkv, const AttentionArgs& args, T* out) {
   const int32_t* qo = rows.q_offset.ptr<int32_t>();
   const int32_t* qc = rows.q_count.ptr<int32_t>();
   const int32_t* kl = rows.kv_len.ptr<int32_t>();
   const int32_t* tb = rows.block_table.ptr<int32_t>();
   const int64_t mb = rows.block_table.dim(1);
   const int bs = static_cast<int>(rows.block_size), win = static_cast<int>(args.window);
-#define MLXB_PAGED(G)                                                                                                    \
-  paged_kernel<kLanes, G, T><<<grid, kWarps * 32, 0, stream()>>>(q, k, v, stride, qo, qc, kl, tb, mb, bs, hq, hkv, args.scale, \
-                                                                 args.softcap, args.causal, win, out)
+#define MLXB_PAGED_W(G, W)                                                                                                 \
+  paged_kernel<kLanes, G, W, T><<<grid, W * 32, 0, stream()>>>(q, q_stride, k, v, stride, qo, qc, kl, tb, mb, bs, hq, hkv, \
+                                                               args.scale, args.softcap, args.causal, win, out)
+  // 8 warps where their shared-memory merge buffers stay within 32 KB.
+#define MLXB_PAGED(G)                                  \
+  do {                                                 \
+    if constexpr (8 * (G) * kLanes * 8 * 4 <= 32768) { \
+      MLXB_PAGED_W(G, 8);                              \
+    } else {                                           \
+      MLXB_PAGED_W(G, 4);                              \
+    }                                                  \
+  } while (0)
   if (g <= 1) MLXB_PAGED(1);
   else if (g <= 2) MLXB_PAGED(2);
   else if (g <= 4) MLXB_PAGED(4);
   else MLXB_PAGED(8);
 #undef MLXB_PAGED
+#undef MLXB_PAGED_W
 }
 
 template <typename T>
@@ -194,13 +206,15 @@ void check_pool(const Tensor& t, const char* op, const char* name) {
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
                                   const AttentionArgs& args, Tensor& out) {
   const char* op = "paged_attention";
-  check_device(q, op, "q"); check_contiguous(q, op, "q");
+  check_device(q, op, "q");
   check_device(out, op, "out"); check_contiguous(out, op, "out");
   check_pool(k, op, "k"); check_pool(v, op, "v");
   check_i32(rows.q_offset, op, "q_offset"); check_i32(rows.q_count, op, "q_count");
   check_i32(rows.kv_len, op, "kv_len"); check_i32(rows.block_table, op, "block_table");
   const int64_t r_count = rows.q_offset.numel();
-  if (q.ndim() != 3 || out.shape() != q.shape() || k.dim(2) != q.dim(2) || v.shape() != k.shape() || v.stride(0) != k.stride(0) ||
+  const bool q_rows = q.ndim() == 3 && q.stride(2) == 1 && q.stride(1) == q.dim(2) && q.stride(0) >= q.dim(1) * q.dim(2) &&
+                      q.stride(0) % 8 == 0 && reinterpret_cast<uintptr_t>(q.data()) % 16 == 0;
+  if (!q_rows || out.shape() != q.shape() || k.dim(2) != q.dim(2) || v.shape() != k.shape() || v.stride(0) != k.stride(0) ||
       rows.q_count.numel() != r_count || rows.kv_len.numel() != r_count || rows.block_table.ndim() != 2 ||
       rows.block_table.dim(0) != r_count || rows.block_size <= 0 || rows.max_q_count < 1)
     fail(ErrorCode::kInvalidArgument, "cuda paged_attention: shapes do not match: q " + q.describe() + ", pool " + k.describe() +
@@ -221,14 +235,14 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor
     const T* kp = k.ptr<T>();
     const T* vp = v.ptr<T>();
     T* op_ = out.ptr<T>();
-    const int64_t st = k.stride(0);
+    const int64_t st = k.stride(0), qs = q.stride(0);
     const int ihq = static_cast<int>(hq), ihkv = static_cast<int>(hkv);
     switch (d) {
-      case 16: launch_paged<2, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
-      case 32: launch_paged<4, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
-      case 64: launch_paged<8, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
-      case 128: launch_paged<16, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
-      case 256: launch_paged<32, T>(g, grid, qp, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 16: launch_paged<2, T>(g, grid, qp, qs, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 32: launch_paged<4, T>(g, grid, qp, qs, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 64: launch_paged<8, T>(g, grid, qp, qs, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 128: launch_paged<16, T>(g, grid, qp, qs, kp, vp, st, rows, ihq, ihkv, args, op_); break;
+      case 256: launch_paged<32, T>(g, grid, qp, qs, kp, vp, st, rows, ihq, ihkv, args, op_); break;
       default: fail(ErrorCode::kUnsupported, "cuda paged_attention: head_dim must be 16, 32, 64, 128 or 256");
     }
   };

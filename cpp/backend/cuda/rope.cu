@@ -50,9 +50,11 @@ namespace mlxb::cuda {
 // rope_kv_write: one block per (token, head) over the q heads, then the k heads, then the v heads.
 // q/k pairs are rotated exactly as rope_kernel does (the same float32 expressions), and k heads
 // store their rotated values (and any unrotated tail) into the key cache as kv_write would; v
-// heads are copied into the value cache. Slots outside [0, S) are skipped, as kv_write.
+// heads are copied into the value cache. Slots outside [0, S) are skipped, as kv_write. q, k and v
+// may be row-strided views (qs, ks, vs elements between tokens; heads contiguous), e.g. the
+// column ranges of one fused q/k/v projection of several tokens.
 template <typename T, typename TC>
-static __global__ void rope_kv_kernel(T* q, T* k, const T* v, const int32_t* pos, const float* inv_freq, const int32_t* slots,
+static __global__ void rope_kv_kernel(T* q, int64_t qs, T* k, int64_t ks, const T* v, int64_t vs, const int32_t* pos, const float* inv_freq, const int32_t* slots,
                                       TC* kc, TC* vc, int64_t hq, int64_t hkv, int64_t dim, int64_t half, bool interleaved,
                                       float mscale, int64_t s_count, int64_t head_stride) {
   const int64_t heads = hq + 2 * hkv;
@@ -61,7 +63,7 @@ static __global__ void rope_kv_kernel(T* q, T* k, const T* v, const int32_t* pos
   const bool store = slot >= 0 && slot < s_count;
   if (hh < hq + hkv) {
     const bool is_k = hh >= hq;
-    T* xr = is_k ? k + (t * hkv + (hh - hq)) * dim : q + (t * hq + hh) * dim;
+    T* xr = is_k ? k + t * ks + (hh - hq) * dim : q + t * qs + hh * dim;
     TC* cr = is_k && store ? kc + (hh - hq) * head_stride + slot * dim : nullptr;
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
       float s, c;
@@ -82,10 +84,15 @@ static __global__ void rope_kv_kernel(T* q, T* k, const T* v, const int32_t* pos
       for (int64_t i = 2 * half + threadIdx.x; i < dim; i += blockDim.x) cr[i] = from_f32<TC>(to_f32(xr[i]));
   } else if (store) {
     const int64_t h = hh - hq - hkv;
-    const T* vr = v + (t * hkv + h) * dim;
+    const T* vr = v + t * vs + h * dim;
     TC* cr = vc + h * head_stride + slot * dim;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) cr[i] = from_f32<TC>(to_f32(vr[i]));
   }
+}
+
+// [T, H, D] with contiguous heads and any row stride that keeps rows apart.
+static bool rows_dense(const Tensor& x) {
+  return x.ndim() == 3 && x.stride(2) == 1 && x.stride(1) == x.dim(2) && x.stride(0) >= x.dim(1) * x.dim(2);
 }
 
 void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
@@ -99,7 +106,7 @@ void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Ten
   const bool fits = shapes && q.device() == Device::kCUDA && k.device() == Device::kCUDA && v.device() == Device::kCUDA &&
                     positions.device() == Device::kCUDA && slots.device() == Device::kCUDA && k_cache.device() == Device::kCUDA &&
                     v_cache.device() == Device::kCUDA && args.inv_freq.defined() && args.inv_freq.device() == Device::kCUDA &&
-                    q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && positions.is_contiguous() && slots.is_contiguous() &&
+                    rows_dense(q) && rows_dense(k) && rows_dense(v) && positions.is_contiguous() && slots.is_contiguous() &&
                     q.dtype() == k.dtype() && v.dtype() == k.dtype() && k_cache.dtype() == v_cache.dtype() &&
                     positions.dtype() == DType::I32 && slots.dtype() == DType::I32 && args.inv_freq.dtype() == DType::F32 &&
                     positions.numel() == q.dim(0) && slots.numel() == q.dim(0) && args.rot_dim > 0 && args.rot_dim % 2 == 0 &&
@@ -116,7 +123,7 @@ void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Ten
   const int threads = dim > 128 ? 128 : 64;
   MLXB_FLOAT_SWITCH(q.dtype(), T, MLXB_FLOAT_SWITCH(k_cache.dtype(), TC,
       rope_kv_kernel<T, TC><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
-          q.ptr<T>(), k.ptr<T>(), v.ptr<T>(), positions.ptr<int32_t>(), args.inv_freq.ptr<float>(), slots.ptr<int32_t>(),
+          q.ptr<T>(), q.stride(0), k.ptr<T>(), k.stride(0), v.ptr<T>(), v.stride(0), positions.ptr<int32_t>(), args.inv_freq.ptr<float>(), slots.ptr<int32_t>(),
           k_cache.ptr<TC>(), v_cache.ptr<TC>(), q.dim(1), k.dim(1), dim, half, args.interleaved, args.mscale, k_cache.dim(1),
           k_cache.stride(0))));
   MLXB_CUDA_LAUNCHED("rope_kv_write");

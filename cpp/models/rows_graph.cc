@@ -1,0 +1,121 @@
+// Recorded batched decode steps (see rows_graph.h).
+#include "models/rows_graph.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#include "core/error.h"
+
+namespace mlxb {
+
+namespace {
+constexpr size_t kMaxEntries = 8;  // recorded steps kept per model (each holds its activations)
+constexpr size_t kMaxSeen = 32;
+}  // namespace
+
+bool row_graphs_enabled() {
+  for (const char* name : {"MLXB_CUDA_GRAPH", "MLXB_ROWS_GRAPH"}) {
+    const char* v = std::getenv(name);
+    if (v && std::strcmp(v, "0") == 0) return false;
+  }
+  return true;
+}
+
+struct RowGraphs::Entry {
+  std::vector<uint64_t> key;
+  Tensor in_dev;  // the step's integers, outside the graph's arena
+  std::unique_ptr<DeviceGraph> graph;
+  Outputs out;    // arena memory: declared last so it is released before the graph
+};
+
+RowGraphs::RowGraphs(Device device) : device_(device) {}
+RowGraphs::~RowGraphs() = default;
+
+int64_t RowGraphs::rows_bucket(int64_t rows) {
+  if (rows <= 1) return 1;
+  if (rows <= 8) {
+    int64_t b = 2;
+    while (b < rows) b *= 2;
+    return b;
+  }
+  if (rows <= 64) return (rows + 7) / 8 * 8;
+  if (rows <= 256) return (rows + 31) / 32 * 32;
+  return (rows + 63) / 64 * 64;
+}
+
+int64_t RowGraphs::width_bucket(int64_t blocks) {
+  int64_t w = 8;
+  while (w < blocks) w *= 2;
+  return w;
+}
+
+RowGraphs::Inputs RowGraphs::views(const Tensor& buf, int64_t rows, int64_t width) {
+  auto part = [&](Section s) { return buf.slice_rows(offset(s, rows), offset(s, rows) + rows); };
+  Inputs in;
+  in.ids = part(kIds);
+  in.pos = part(kPos);
+  in.slots = part(kSlots);
+  in.sel = part(kSel);
+  in.q_offset = part(kQOffset);
+  in.q_count = part(kQCount);
+  in.kv_len = part(kKvLen);
+  in.table = buf.slice_rows(offset(kTable, rows), offset(kTable, rows) + rows * width).reshape({rows, width});
+  return in;
+}
+
+const RowGraphs::Outputs* RowGraphs::run(const std::vector<uint64_t>& key, int64_t rows, int64_t width,
+                                         const std::vector<int32_t>& host, const Body& body) {
+  if (disabled_) return nullptr;
+  if (static_cast<int64_t>(host.size()) != size(rows, width)) fail(ErrorCode::kInternal, "row graph: input size mismatch");
+  Entry* e = nullptr;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i]->key == key) {
+      std::unique_ptr<Entry> hit = std::move(entries_[i]);
+      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+      entries_.push_back(std::move(hit));
+      e = entries_.back().get();
+      break;
+    }
+  }
+  Backend& be = backend(device_);
+  if (!e) {
+    auto seen = std::find(seen_.begin(), seen_.end(), key);
+    if (seen == seen_.end()) {  // first use: the caller runs it eagerly
+      if (seen_.size() >= kMaxSeen) seen_.erase(seen_.begin());
+      seen_.push_back(key);
+      return nullptr;
+    }
+    seen_.erase(seen);
+    auto ne = std::make_unique<Entry>();
+    ne->key = key;
+    ne->in_dev = Tensor::zeros({size(rows, width)}, DType::I32, device_);
+    const Inputs in = views(ne->in_dev, rows, width);
+    if (!be.begin_capture()) {
+      disabled_ = true;
+      return nullptr;
+    }
+    try {
+      ne->out = body(in);
+      ne->graph = be.end_capture();
+    } catch (const std::exception& ex) {
+      be.abort_capture();
+      ne->out = Outputs();
+      disabled_ = true;
+      if (std::getenv("MLXB_GRAPH_DEBUG")) std::fprintf(stderr, "mlxb: batched decode graph capture failed: %s\n", ex.what());
+      return nullptr;
+    }
+    ++captures_;
+    if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
+    entries_.push_back(std::move(ne));
+    e = entries_.back().get();
+  }
+  be.copy(e->in_dev.data(), device_, host.data(), Device::kCPU, static_cast<int64_t>(host.size() * sizeof(int32_t)));
+  e->graph->launch();
+  ++replays_;
+  return &e->out;
+}
+
+}  // namespace mlxb
