@@ -96,7 +96,7 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
 
  private:
   std::shared_ptr<SessionState> bound() const {
-    if (!state_ || !slot_ && !state_->disposed) fail(ErrorCode::kInvalidArgument, "session is not bound to a model", "session");
+    if (!state_ || (!slot_ && !state_->disposed)) fail(ErrorCode::kInvalidArgument, "session is not bound to a model", "session");
     return state_;
   }
   // Checks the state is usable for a call; the caller holds state_->mu.
