@@ -76,6 +76,12 @@ void mlp_block(const Tensor& x, const MlpWeights& w, Activation act, const StepI
     linear(h, w.down, out);
     return;
   }
+  if (t == 1 && w.gate_up.quantized()) {  // fused quantized [gate; up]: likewise (qgated_matmul)
+    Tensor h = Tensor::empty({1, f}, step.act, step.device);
+    ops::qgated_matmul(x, w.gate_up.q, w.gate_up.bias.defined() ? &w.gate_up.bias : nullptr, act, h);
+    linear(h, w.down, out);
+    return;
+  }
   Tensor gate = Tensor::empty({t, f}, step.act, step.device);
   Tensor up = Tensor::empty({t, f}, step.act, step.device);
   linear(x, w.gate, gate);

@@ -47,6 +47,30 @@ void Backend::gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias,
   gated_act(gate, up, act, out);
 }
 
+void Backend::qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) {
+  if (w.rows % 2 != 0 || out.ndim() < 1 || out.dim(-1) * 2 != w.rows)
+    fail(ErrorCode::kInvalidArgument, "qgated_matmul: w must have 2F rows and out be [M, F]: " + std::to_string(w.rows) + " rows -> " +
+                                          out.describe());
+  const int64_t f = w.rows / 2, m = out.numel() / f;
+  auto half = [&](int64_t r0) {
+    QuantWeight h = w;
+    h.packed = w.packed.slice_rows(r0, r0 + f);
+    h.scales = w.scales.slice_rows(r0, r0 + f);
+    if (w.biases.defined()) h.biases = w.biases.slice_rows(r0, r0 + f);
+    h.rows = f;
+    return h;
+  };
+  Tensor gate = Tensor::empty({m, f}, out.dtype(), out.device()), up = Tensor::empty({m, f}, out.dtype(), out.device());
+  Tensor bg, bu;
+  if (bias) {
+    bg = bias->slice_rows(0, f);
+    bu = bias->slice_rows(f, 2 * f);
+  }
+  qmatmul(x, half(0), bias ? &bg : nullptr, gate);
+  qmatmul(x, half(f), bias ? &bu : nullptr, up);
+  gated_act(gate, up, act, out);
+}
+
 void Backend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
                             const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
   rope(q, positions, args);

@@ -46,4 +46,8 @@ void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const
   backend(qkv.device()).norm_qkv_rope(x, norm, w, bias, shape, positions, rope, slots, k_cache, v_cache, qkv);
 }
 
+void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) {
+  backend(out.device()).qgated_matmul(x, w, bias, act, out);
+}
+
 }  // namespace mlxb::ops

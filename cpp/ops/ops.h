@@ -148,6 +148,9 @@ class Backend {
   // bias [2F]) for a fused [gate; up] weight w [2F, K]: the results of matmul then gated_act
   // (gate and up rounded to out's dtype first)
   virtual void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
+  // gated_matmul for a fused quantized [gate; up] weight w (2F rows): the results of qmatmul on
+  // the two row halves, then gated_act
+  virtual void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out);
   // rope(q), rope(k), then kv_write(k, slots, k_cache) and kv_write(v, slots, v_cache): the
   // attention inputs of a step prepared in one pass (same results as the four ops). On CUDA q,
   // k and v may be row-strided views (heads contiguous), e.g. column ranges of a fused projection.
@@ -207,6 +210,7 @@ void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Pa
 void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y);
 void argmax(const Tensor& x, Tensor& out);
 void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
+void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out);
 void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
                    Tensor& k_cache, Tensor& v_cache);
 void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid);

@@ -27,7 +27,8 @@ export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
 stamp "op check"
 ./build-dev/cuda_quant_check --bench | grep -v '^ok  '
 stamp "L2 (quantized fixtures on CUDA)"
-node scripts/cuda/quant-l2-check.mjs
+node scripts/cuda/quant-l2-check.mjs ${MLXB_L2_DTYPES:-}  # e.g. MLXB_L2_DTYPES=bfloat16
+export MLXB_GRAPH_DEBUG=1  # a decode step that cannot be recorded says why
 for s in $shapes; do
   while ! grep -q '^exit' "/tmp/ck-$s.log" && [ "$(elapsed)" -lt "$deadline" ]; do sleep 1; done
   tail -2 "/tmp/ck-$s.log"

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -145,6 +146,49 @@ void check_qmatmul(int64_t m, int64_t n, int64_t k, int bits, int gs, DType sd, 
   }
 }
 
+// ---------------------------------------------------------------- qgated_matmul
+double act_ref(double g, Activation a) {
+  if (a == Activation::kSiLU) return g / (1.0 + std::exp(-g));
+  if (a == Activation::kGeluExact) return 0.5 * g * (1.0 + std::erf(g * 0.70710678118654752));
+  return 0.5 * g * (1.0 + std::tanh(0.79788456080286536 * (g + 0.044715 * g * g * g)));
+}
+
+// out[m, F] = act(gate) * up for a fused [gate; up] weight of 2F rows: against float64 (gate and
+// up rounded to x's dtype as qmatmul would) and against the generic path (two qmatmuls and
+// gated_act on the device, Backend::qgated_matmul).
+void check_qgated(int64_t m, int64_t f, int64_t k, int gs, DType sd, DType xd, Activation act, bool with_bias) {
+  QuantWeight wc = random_weight(2 * f, k, 4, gs, sd);
+  QuantWeight wd = to_device(wc);
+  Tensor deq = Tensor::empty({2 * f, k}, DType::F32);
+  quant::dequantize(wc, deq);
+  std::vector<float> xv = random_vec(m * k, -1.0f, 1.0f, xd);
+  std::vector<float> bv = random_vec(2 * f, -0.5f, 0.5f, xd);
+  Tensor xdv = host_tensor(xv, {m, k}, xd).to(Device::kCUDA);
+  Tensor bdv = host_tensor(bv, {2 * f}, xd).to(Device::kCUDA);
+  Tensor y = poisoned({m, f}, xd), y2 = poisoned({m, f}, xd);
+  ops::qgated_matmul(xdv, wd, with_bias ? &bdv : nullptr, act, y);
+  backend(Device::kCUDA).Backend::qgated_matmul(xdv, wd, with_bias ? &bdv : nullptr, act, y2);
+  std::vector<float> got = to_host(y), generic = to_host(y2);
+  std::vector<double> ref(static_cast<size_t>(m * f));
+  const float* dw = deq.ptr<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < f; ++j) {
+      double gsum = with_bias ? bv[j] : 0.0, usum = with_bias ? bv[f + j] : 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        gsum += static_cast<double>(xv[i * k + kk]) * dw[j * k + kk];
+        usum += static_cast<double>(xv[i * k + kk]) * dw[(f + j) * k + kk];
+      }
+      ref[i * f + j] = act_ref(round_to(static_cast<float>(gsum), xd), act) * round_to(static_cast<float>(usum), xd);
+    }
+  char name[160];
+  std::snprintf(name, sizeof name, "qgated_matmul 4b g%d M=%ld F=%ld K=%ld scales=%s x=%s act=%d%s", gs, (long)m, (long)f, (long)k, dn(sd),
+                dn(xd), static_cast<int>(act), with_bias ? " +bias" : "");
+  // Output rounding of act(gate) * up, and gate/up roundings that may land one ulp apart.
+  const double tol = xd == DType::BF16 ? 4e-5 : 4e-6;
+  report(name, nmse(got, ref), tol);
+  report(std::string(name) + " vs generic", nmse(got, std::vector<double>(generic.begin(), generic.end())), tol);
+}
+
 // ---------------------------------------------------------------- qembedding
 void check_qembedding(int64_t vocab, int64_t h, int64_t t, int bits, int gs, DType sd, DType od, float scale) {
   QuantWeight wc = random_weight(vocab, h, bits, gs, sd);
@@ -229,14 +273,29 @@ void bench() {
     std::vector<QuantWeight> ws;
     for (int i = 0; i < copies; ++i) ws.push_back(random_device_weight(g.n, g.k, g.bits, 64));
     const double bytes = static_cast<double>(ws[0].packed.nbytes() + ws[0].scales.nbytes() + ws[0].biases.nbytes());
-    for (int64_t m : {1, 4}) {
-      Tensor x = host_tensor(random_vec(m * g.k, -1, 1, DType::BF16), {m, g.k}, DType::BF16).to(Device::kCUDA);
-      Tensor y = Tensor::empty({m, g.n}, DType::BF16, Device::kCUDA);
+    if (g.bits == 4 && (std::strcmp(g.what, "8B gate+up") == 0 || std::strcmp(g.what, "1B gate+up") == 0)) {
+      Tensor x = host_tensor(random_vec(g.k, -1, 1, DType::BF16), {1, g.k}, DType::BF16).to(Device::kCUDA);
+      Tensor y = Tensor::empty({1, g.n / 2}, DType::BF16, Device::kCUDA);
       int i = 0;
-      double ms = time_ms([&] { ops::qmatmul(x, ws[i++ % copies], nullptr, y); }, 200);
-      std::printf("qgemv %db g64 M=%ld %-11s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s\n", g.bits, (long)m, g.what, (long)g.n, (long)g.k, ms * 1e3,
+      double ms = time_ms([&] { ops::qgated_matmul(x, ws[i++ % copies], nullptr, Activation::kSiLU, y); }, 200);
+      std::printf("qgated 4b g64 M=1 %-11s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s\n", g.what, (long)g.n, (long)g.k, ms * 1e3,
                   bytes / (ms * 1e-3) / 1e9);
     }
+    // M = 1 and 4 with the default kernel; for 4 bits and M = 1 also the other variants
+    // (MLXB_QGEMV_VARIANT: 1 tensor cores without staging, 2 CUDA cores).
+    for (int v : {0, 1, 2}) {
+      for (int64_t m : {1, 4}) {
+        if (v > 0 && (m > 1 || g.bits != 4)) continue;
+        setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
+        Tensor x = host_tensor(random_vec(m * g.k, -1, 1, DType::BF16), {m, g.k}, DType::BF16).to(Device::kCUDA);
+        Tensor y = Tensor::empty({m, g.n}, DType::BF16, Device::kCUDA);
+        int i = 0;
+        double ms = time_ms([&] { ops::qmatmul(x, ws[i++ % copies], nullptr, y); }, 200);
+        std::printf("qgemv %db g64 M=%ld %-11s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s%s\n", g.bits, (long)m, g.what, (long)g.n, (long)g.k,
+                    ms * 1e3, bytes / (ms * 1e-3) / 1e9, v == 1 ? "  (variant 1: unstaged)" : v == 2 ? "  (variant 2: CUDA cores)" : "");
+      }
+    }
+    unsetenv("MLXB_QGEMV_VARIANT");
     if (g.bits == 4 && g.n != 128256) {
       Tensor x = host_tensor(random_vec(512 * g.k, -1, 1, DType::BF16), {512, g.k}, DType::BF16).to(Device::kCUDA);
       Tensor y = Tensor::empty({512, g.n}, DType::BF16, Device::kCUDA);
@@ -279,6 +338,27 @@ int main(int argc, char** argv) {
     check_qmatmul(37, 300, 256, 6, 32, H, H, true);
     check_qmatmul(1, 4096, 4096, 4, 64, B, B, false);
     check_qmatmul(4, 2048, 8192, 4, 64, B, F, false);
+    // Tensor-core 4-bit GEMV: every group size and 16-bit activation dtype, M = 1..8, odd N, a
+    // long K (split between warps, with a tail of groups), and the gated form.
+    idx = 0;
+    for (int gs : {32, 64, 128})
+      for (DType xd : {B, H})
+        for (int64_t m : {1, 3, 8}) {
+          check_qmatmul(m, 300 + idx, 1024, 4, gs, sds[idx % 3], xd, idx % 2 == 0);
+          ++idx;
+        }
+    check_qmatmul(1, 77, 14336, 4, 64, B, B, false);
+    check_qmatmul(5, 130, 8192, 4, 128, H, H, true);
+    idx = 0;
+    for (int gs : {32, 64, 128})
+      for (DType xd : {B, H}) {
+        const Activation acts[] = {Activation::kSiLU, Activation::kGeluExact, Activation::kGeluTanh};
+        check_qgated(1 + idx % 3 * 3, 203 + idx, 512, gs, sds[idx % 3], xd, acts[idx % 3], idx % 2 == 1);
+        ++idx;
+      }
+    check_qgated(1, 1000, 4096, 64, B, B, Activation::kSiLU, false);
+    check_qgated(10, 64, 256, 64, B, B, Activation::kSiLU, true);  // above 8 rows: the generic path
+    check_qgated(2, 40, 256, 64, B, F, Activation::kSiLU, false);  // f32 activations: generic path
     // qembedding: every width, group size, scale and output dtype, bit-exact.
     idx = 0;
     for (int bits : {2, 3, 4, 5, 6, 8})

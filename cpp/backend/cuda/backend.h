@@ -37,6 +37,7 @@ class CudaBackend final : public Backend {
   void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) override;
   void argmax(const Tensor& x, Tensor& out) override;
   void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) override;
+  void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) override;
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
                      Tensor& k_cache, Tensor& v_cache) override;
   // gemv_fused.cu

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "ops/ops.h"
 
 namespace mlxb::cuda::qmm {
 
@@ -137,6 +138,16 @@ void qgemv_b4(const Params& p, DType xd);
 void qgemv_b5(const Params& p, DType xd);
 void qgemv_b6(const Params& p, DType xd);
 void qgemv_b8(const Params& p, DType xd);
+
+// 4-bit weights with bf16/f16 activations on the tensor cores (qgemv_tc.cu): whether p fits it
+// (bits, dtype, M <= 8, group size, 16-byte aligned packed words and x), the plain GEMV, and the
+// gated one (p.N = F outputs per row, weight [gate; up] of 2F rows, bias [2F] optional).
+bool qgemv_tc_fits(const Params& p, int bits, DType xd);
+// MLXB_QGEMV_VARIANT (for kernel timings; read at each launch): 0 or unset, the default; 1, the
+// tensor-core GEMV without shared-memory staging; 2, the CUDA-core GEMV of qgemv.cuh.
+int gemv_variant();
+void qgemv_tc_b4(const Params& p, DType xd);
+void qgated_tc_b4(const Params& p, DType xd, Activation act);
 
 constexpr int64_t kGemvMaxRows = 8;
 
