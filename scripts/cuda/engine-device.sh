@@ -3,8 +3,9 @@
 # on the fixtures, then bench:serve on random-weight Llama-3 1B / 8B bf16 checkpoints (issue #6
 # targets: prompts 512, 128 generated). Each step has its own time limit and appends to $OUT.
 #   bash scripts/cuda/engine-device.sh [steps...]   (default: check 1b 8b inv)
-# Steps: ck (write both checkpoints; run it in the background while building, then `wait`),
-# wait, ops (cuda_ops_check), check, 1b, 8b, inv, http, single runs 1b32 8b32 8b256, ab1b / ab8b
+# Steps: ck (write both checkpoints; run it in the background while building, then `wait`,
+# `wait1b` or `wait8b`), ops (cuda_ops_check), check, 1b, 8b, inv, http, single runs 1b32 8b32
+# 8b256 inv1b inv8b (--batch-invariant), ab1b / ab8b
 # (32 streams with recorded decode steps off: MLXB_ROWS_GRAPH=0), prof (MLXB_ENGINE_PROFILE=2
 # op-group timings, 8B 32 streams).
 set -u
@@ -28,7 +29,7 @@ wait_ckpt() { for _ in $(seq 300); do [[ -f /tmp/ck-$1.done ]] && return; sleep 
 for step in "${@:-check 1b 8b inv}"; do
   for s in $step; do
     case $s in
-      ck) ckpt 1b; ckpt 8b ;;
+      ck) ckpt 1b & ckpt 8b; wait ;;
       wait) wait_ckpt 1b; wait_ckpt 8b ;;
       ops) run 180 ./build-dev/cuda_ops_check ;;
       check) run 150 node scripts/cuda/engine-check.mjs --device cuda test/fixtures/models/llama test/fixtures/models/qwen3 test/fixtures/models/gemma3_text test/fixtures/models/gemma2 ;;
@@ -41,8 +42,12 @@ for step in "${@:-check 1b 8b inv}"; do
         serve -- --model /tmp/ck-8b --streams 32 --direct --kv-gb 8
         serve -- --model /tmp/ck-8b --streams 256 --direct --kv-gb 24 ;;
       1b32) serve -- --model /tmp/ck-1b --streams 32 --direct ;;
+      wait1b) wait_ckpt 1b ;;
+      wait8b) wait_ckpt 8b ;;
       8b32) serve -- --model /tmp/ck-8b --streams 32 --direct --kv-gb 8 ;;
       8b256) serve -- --model /tmp/ck-8b --streams 256 --direct --kv-gb 24 ;;
+      inv1b) serve -- --model /tmp/ck-1b --streams 32 --direct --batch-invariant ;;
+      inv8b) serve -- --model /tmp/ck-8b --streams 32 --direct --kv-gb 8 --batch-invariant ;;
       ab1b) serve MLXB_ROWS_GRAPH=0 -- --model /tmp/ck-1b --streams 32 --direct ;;
       ab8b) serve MLXB_ROWS_GRAPH=0 -- --model /tmp/ck-8b --streams 32 --direct --kv-gb 8 ;;
       prof) serve MLXB_ENGINE_PROFILE=2 -- --model /tmp/ck-8b --streams 32 --direct --kv-gb 8 ;;

@@ -495,7 +495,7 @@ void check_rope_kv_write_strided(int64_t t, int64_t hq, int64_t hkv, int64_t dim
 
 // paged_attention: decode rows and short query chunks over random block tables, against the CPU
 // backend on float32 copies; q given contiguous and as a row-strided view must agree exactly.
-void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, DType d) {
+void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, DType d, int64_t window = 0, float softcap = 0.0f) {
   const int64_t bs = 16, blocks = 96, slots_n = blocks * bs;
   std::vector<int32_t> qo, qc, kl, table;
   const int64_t max_blocks = 40;
@@ -521,6 +521,8 @@ void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, D
     for (int64_t c = 0; c < hq * dim; ++c) qh.push_back(qkv.host[static_cast<size_t>(r * width + c)]);
   AttentionArgs args;
   args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  args.window = window;
+  args.softcap = softcap;
   auto ints = [](const std::vector<int32_t>& v, const Shape& shape, Device dev) {
     Tensor t = Tensor::empty(shape, DType::I32, Device::kCPU);
     std::copy(v.begin(), v.end(), t.ptr<int32_t>());
@@ -548,7 +550,8 @@ void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, D
   Tensor vc_cpu = host_tensor(vp.host, {hkv, slots_n, dim}, DType::F32);
   ops::paged_attention(qc_cpu, kc_cpu, vc_cpu, rows_on(Device::kCPU), args, ref);
   const std::string name = "paged_attention rows=" + std::to_string(rows) + " Hq=" + std::to_string(hq) + " Hkv=" +
-                           std::to_string(hkv) + " D=" + std::to_string(dim) + " " + dn(d);
+                           std::to_string(hkv) + " D=" + std::to_string(dim) + " " + dn(d) +
+                           (window ? " window=" + std::to_string(window) : "") + (softcap > 0 ? " softcap" : "");
   report(name + " vs cpu", nmse(to_vec(out1), to_vec(ref)), d == DType::F32 ? 1e-10 : 1e-4);
   report(name + " strided q == contiguous", nmse(to_vec(out2), to_vec(out1)), 0.0);
 }
@@ -799,6 +802,9 @@ int main(int argc, char** argv) {
     check_paged_attention(32, 32, 8, 128, B);
     check_paged_attention(7, 8, 8, 64, F);
     check_paged_attention(12, 16, 2, 256, B);
+    check_paged_attention(32, 32, 8, 64, B);
+    check_paged_attention(9, 8, 4, 128, B, 37, 30.0f);
+    check_paged_attention(5, 4, 4, 64, B, 0, 0.0f);
     check_graph();
     check_oom();
     if (do_bench) bench();

@@ -15,6 +15,10 @@
 
 namespace mlxb::cuda {
 
+// paged_attention_bf16.cu: the decode kernel for bf16 pools of the usual shapes (false: not taken).
+bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
+                          const AttentionArgs& args, Tensor& out, dim3 grid);
+
 namespace {
 
 template <typename T>
@@ -229,6 +233,10 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor
     fail(ErrorCode::kUnsupported, "cuda paged_attention: too many rows or queries for one launch");
   dim3 grid(static_cast<unsigned>(r_count), static_cast<unsigned>(hkv), static_cast<unsigned>(rows.max_q_count));
   const int g = static_cast<int>(hq / hkv);
+  if (paged_attention_bf16(q, k, v, rows, args, out, grid)) {
+    MLXB_CUDA_LAUNCHED("paged_attention");
+    return;
+  }
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T* qp = q.ptr<T>();
