@@ -1,6 +1,7 @@
 // Opt-in GPU check (MLXB_TEST_CUDA=1): runs the native backend-consistency program, which tests
 // every CUDA op against float64 references and the CPU backend (test/native/cuda_ops_check.cc),
-// and the quantized ops (test/native/cuda_quant_check.cc).
+// the quantized ops (test/native/cuda_quant_check.cc) and the fused decode ops, bit for bit
+// against the ops they fuse (test/native/cuda_fused_check.cc).
 // On the GPU machine without vitest, run `bash scripts/cuda/ops-check.sh` instead.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -26,6 +27,13 @@ describe.skipIf(!enabled)('cuda backend consistency', () => {
   }, 600_000);
   it('quantized ops agree with the CPU reference (every bit width, group size, dtype)', () => {
     const exe = join(import.meta.dirname, '..', 'build', 'cuda_quant_check');
+    expect(existsSync(exe)).toBe(true);
+    const r = spawnSync(exe, [], { encoding: 'utf8', timeout: 600_000 });
+    expect(r.stdout).toMatch(/PASSED: 0 failure/);
+    expect(r.status).toBe(0);
+  }, 600_000);
+  it('fused decode ops equal the ops they fuse, bit for bit', () => {
+    const exe = join(import.meta.dirname, '..', 'build', 'cuda_fused_check');
     expect(existsSync(exe)).toBe(true);
     const r = spawnSync(exe, [], { encoding: 'utf8', timeout: 600_000 });
     expect(r.stdout).toMatch(/PASSED: 0 failure/);

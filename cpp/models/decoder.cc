@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "models/decode_fused.h"
 #include "models/decode_graph.h"
 #include "models/rows_graph.h"
 #include "models/decoder_rows.h"
@@ -61,6 +62,7 @@ class Decoder final : public Model {
     WeightLoader wl(store, cfg_, options, /*dry_run=*/false);
     load_tensors(wl);
     setup();
+    fused_step_ = fused_decode_supported(layers_, spec_, device_, act_);
     if (device_ == Device::kCUDA && decode_graphs_enabled()) graphs_ = std::make_unique<DecodeGraphs>(device_);
     if (device_ == Device::kCUDA && row_graphs_enabled()) row_graphs_ = std::make_unique<RowGraphs>(device_);
     if (options.progress) options.progress(1.0, "done");
@@ -160,7 +162,8 @@ class Decoder final : public Model {
     const float eps = static_cast<float>(cfg_.norm_eps);
     const bool one = spec_.norm_add_one;
     bool pending = false;  // the last block's output (branch) is still to be added to x
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+    if (t == 1 && fused_step_) fused_decode_layers(x, layers_, attn_params_, caches, step, eps, one, cfg_.hidden_act);
+    for (int64_t i = 0; i < cfg_.num_layers && !(t == 1 && fused_step_); ++i) {
       const LayerWeights& w = layers_[static_cast<size_t>(i)];
       if (pending) ops::add_rms_norm(x, branch, w.input_norm, eps, one, normed);
       else ops::rms_norm(x, w.input_norm, eps, one, normed);
@@ -318,6 +321,7 @@ class Decoder final : public Model {
   int64_t weight_bytes_ = 0;
   std::unique_ptr<DecodeGraphs> graphs_;  // CUDA only, unless MLXB_CUDA_GRAPH=0
   std::unique_ptr<RowGraphs> row_graphs_;  // the engine's batched decode steps (CUDA; rows_graph.h)
+  bool fused_step_ = false;                // one-token steps through decode_fused.h
   std::mutex mu_;
 };
 

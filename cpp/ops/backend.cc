@@ -79,6 +79,42 @@ void Backend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor&
   kv_write(v, slots, v_cache);
 }
 
+void Backend::matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid) {
+  Tensor branch = Tensor::empty(resid.shape(), resid.dtype(), resid.device());
+  matmul(x, w, bias, branch);
+  add(resid, branch, resid);
+}
+
+void Backend::norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y) {
+  Tensor normed = Tensor::empty(x.shape(), x.dtype(), x.device());
+  rms_norm(x, norm.w, norm.eps, norm.add_one, normed);
+  matmul(normed, w, bias, y);
+}
+
+void Backend::norm_gated_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Activation act,
+                                Tensor& out) {
+  Tensor normed = Tensor::empty(x.shape(), x.dtype(), x.device());
+  rms_norm(x, norm.w, norm.eps, norm.add_one, normed);
+  gated_matmul(normed, w, bias, act, out);
+}
+
+void Backend::norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
+                            const Tensor& positions, const RopeArgs& rope_args, const Tensor& slots, Tensor& k_cache,
+                            Tensor& v_cache, Tensor& qkv) {
+  const int64_t d = shape.head_dim, qd = shape.heads * d, kvd = shape.kv_heads * d;
+  if (qkv.numel() != qd + 2 * kvd || !qkv.is_contiguous())
+    fail(ErrorCode::kInvalidArgument, "norm_qkv_rope: qkv must be a contiguous [1, (H + 2 Hkv) D] row: " + qkv.describe());
+  norm_matmul(x, norm, w, bias, qkv);
+  Tensor flat = qkv.reshape({qd + 2 * kvd});
+  Tensor qk = flat.slice_rows(0, qd + kvd).reshape({1, shape.heads + shape.kv_heads, d});
+  rope(qk, positions, rope_args);
+  if (!slots.defined()) return;
+  Tensor k = flat.slice_rows(qd, qd + kvd).reshape({1, shape.kv_heads, d});
+  Tensor v = flat.slice_rows(qd + kvd, qd + 2 * kvd).reshape({1, shape.kv_heads, d});
+  kv_write(k, slots, k_cache);
+  kv_write(v, slots, v_cache);
+}
+
 std::unique_ptr<DeviceGraph> Backend::end_capture() {
   fail(ErrorCode::kUnsupported, "this backend cannot capture device graphs");
 }

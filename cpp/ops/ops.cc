@@ -32,6 +32,19 @@ void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& position
 void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
   backend(out.device()).gated_matmul(x, w, bias, act, out);
 }
+void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid) {
+  backend(resid.device()).matmul_add(x, w, bias, resid);
+}
+void norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y) {
+  backend(y.device()).norm_matmul(x, norm, w, bias, y);
+}
+void norm_gated_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
+  backend(out.device()).norm_gated_matmul(x, norm, w, bias, act, out);
+}
+void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
+                   const Tensor& positions, const RopeArgs& rope, const Tensor& slots, Tensor& k_cache, Tensor& v_cache, Tensor& qkv) {
+  backend(qkv.device()).norm_qkv_rope(x, norm, w, bias, shape, positions, rope, slots, k_cache, v_cache, qkv);
+}
 
 void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) {
   backend(out.device()).qgated_matmul(x, w, bias, act, out);

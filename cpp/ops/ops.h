@@ -27,6 +27,18 @@ struct RopeArgs {
   float mscale = 1.0f;    // cos/sin multiplier (YaRN / longrope attention factor)
 };
 
+// RMSNorm of an op that normalises its input row on the fly (the rms_norm op's arguments).
+struct NormArgs {
+  Tensor w;
+  float eps = 1e-6f;
+  bool add_one = false;
+};
+
+// Heads of a fused [q; k; v] projection (norm_qkv_rope).
+struct QkvShape {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+};
+
 struct AttentionArgs {
   float scale = 1.0f;      // applied to q·k
   float softcap = 0.0f;    // > 0: s = softcap * tanh(s / softcap) before the mask (Gemma 2)
@@ -144,6 +156,21 @@ class Backend {
   // k and v may be row-strided views (heads contiguous), e.g. column ranges of a fused projection.
   virtual void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
                              const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+  // One-row (decode) projections fused with their neighbours; each gives the results of the ops
+  // it names, bit for bit (a backend that cannot fuse a case runs those ops):
+  // resid[1,N] += x[1,K]·w^T (+ bias): matmul into a temporary, then add(resid, it, resid)
+  virtual void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid);
+  // y[1,N] = rms_norm(x)·w^T (+ bias): rms_norm into a temporary of x's dtype, then matmul
+  virtual void norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y);
+  // out[1,F] = gated_matmul(rms_norm(x), w [2F, K], bias, act)
+  virtual void norm_gated_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Activation act,
+                                 Tensor& out);
+  // qkv[1, (H + 2 Hkv) D] = norm_matmul(x, norm, w, bias), then rope of its q and k heads (one
+  // position, positions i32 [1]); when slots (i32 [1]) is defined, kv_write of its k and v heads
+  // into k_cache / v_cache [Hkv, S, D] at slots[0] as well
+  virtual void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
+                             const Tensor& positions, const RopeArgs& rope, const Tensor& slots, Tensor& k_cache,
+                             Tensor& v_cache, Tensor& qkv);
 
   // --- capture (optional). Between begin_capture() and end_capture() the calling thread's ops
   // are recorded instead of run, and what they allocate comes from an arena owned by the graph;
@@ -186,6 +213,11 @@ void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activati
 void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out);
 void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
                    Tensor& k_cache, Tensor& v_cache);
+void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid);
+void norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y);
+void norm_gated_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
+void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
+                   const Tensor& positions, const RopeArgs& rope, const Tensor& slots, Tensor& k_cache, Tensor& v_cache, Tensor& qkv);
 }  // namespace ops
 
 }  // namespace mlxb

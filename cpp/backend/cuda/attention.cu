@@ -15,6 +15,77 @@ constexpr int kMaxDim = 256;            // head_dim limit of the split kernel
 constexpr int kPerLane = kMaxDim / 32;  // head elements per lane
 constexpr int kSplitWarps = 4;
 
+// After a block has written its partial (max, sum, output) triples: the last block of the
+// (t, g) column (a counter per column, reset by that block) combines the splits of the group's
+// query heads, one warp per head, so that no second launch is needed. Partials written by other
+// blocks are read past L1 (__ldcg). With at most 32 splits a lane holds one split's weight
+// exp(m_s - m) and the output loop runs lanes over the head dimension with the splits' loads in
+// flight together; the splits are summed in index order.
+template <typename TQ>
+__device__ __forceinline__ void combine_if_last(const float* part, int* counter, int splits, int64_t row0, int64_t rows,
+                                                int64_t dim, TQ* __restrict__ out) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1) == splits - 1;
+    if (last) *counter = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int64_t stride = dim + 2;
+  for (int64_t r = warp; r < rows; r += warps) {
+    const int64_t row = row0 + r;
+    const float* pr = part + row * splits * stride;
+    TQ* orow = out + row * dim;
+    if (splits <= 32) {
+      const float ms = lane < splits ? __ldcg(pr + lane * stride) : -INFINITY;
+      const float ls = lane < splits ? __ldcg(pr + lane * stride + 1) : 0.0f;
+      const float m = warp_max(ms);
+      const float wgt = ms != -INFINITY ? expf(ms - m) : 0.0f;
+      const float l = warp_sum(ls * wgt);
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      float acc[kPerLane];
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) acc[i] = 0.0f;
+#pragma unroll 8
+      for (int s = 0; s < splits; ++s) {
+        const float ws = __shfl_sync(0xffffffffu, wgt, s);
+        const float* ps = pr + s * stride + 2;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+          const int64_t d = lane + 32 * i;
+          if (d < dim) acc[i] = fmaf(__ldcg(ps + d), ws, acc[i]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int64_t d = lane + 32 * i;
+        if (d < dim) orow[d] = from_f32<TQ>(acc[i] * inv);
+      }
+      continue;
+    }
+    float m = -INFINITY;
+    for (int s = 0; s < splits; ++s) m = fmaxf(m, __ldcg(pr + s * stride));
+    float l = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float ms = __ldcg(pr + s * stride);
+      if (ms != -INFINITY) l += __ldcg(pr + s * stride + 1) * expf(ms - m);
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t d = lane; d < dim; d += 32) {
+      float acc = 0.0f;
+      for (int s = 0; s < splits; ++s) {
+        const float ms = __ldcg(pr + s * stride);
+        if (ms != -INFINITY) acc += __ldcg(pr + s * stride + 2 + d) * expf(ms - m);
+      }
+      orow[d] = from_f32<TQ>(acc * inv);
+    }
+  }
+}
+
 // Block = (query row t, key/value head g, key split); its warps take the group's query heads in
 // turn. Per 32 keys a warp scores one key per lane (the query row broadcast from shared memory),
 // updates the running max/sum with two warp reductions, then accumulates P·V with lanes over the
@@ -23,8 +94,10 @@ template <int kD, bool kVec, typename TQ, typename TKV>
 static __global__ void __launch_bounds__(kSplitWarps * 32)
     split_kernel(const TQ* __restrict__ q, const TKV* __restrict__ k, const TKV* __restrict__ v, const int32_t* __restrict__ q_pos,
                  const int32_t* __restrict__ k_pos, AttnShape sh, float scale, float softcap, bool causal, int window,
-                 int64_t keys_per_split, const int32_t* __restrict__ kv_len, float* __restrict__ part, TQ* __restrict__ out) {
+                 int64_t keys_per_split, const int32_t* __restrict__ kv_len, float* __restrict__ part, int* __restrict__ counters,
+                 TQ* __restrict__ out) {
   __shared__ float qs[kSplitWarps][kMaxDim];
+  grid_dependents_may_launch();  // a programmatically launched successor waits for this grid anyway
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int64_t t = blockIdx.x / sh.hkv, g = blockIdx.x % sh.hkv;
   int64_t group = sh.hq / sh.hkv;
@@ -104,6 +177,117 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
     }
     __syncwarp();
   }
+  if (counters && splits > 1) combine_if_last(part, counters + blockIdx.x, splits, t * sh.hq + g * group, group, sh.d, out);
+}
+
+// Decode kernel for 2-byte K/V, compile-time head dim and group <= kSplitWarps (one query head
+// per warp): per 32 keys the block stages the keys and values of its key/value head in shared
+// memory with all loads in flight at once (one memory round trip per 32 keys instead of one for
+// the keys and several for the values, and one load per block instead of one per query head),
+// then each warp scores one key per lane and accumulates P·V with lanes over contiguous head
+// elements. Every float operation is split_kernel's, in the same order: the results are the same.
+template <int kD, typename TQ, typename TKV>
+static __global__ void __launch_bounds__(kSplitWarps * 32)
+    split_smem_kernel(const TQ* __restrict__ q, const TKV* __restrict__ k, const TKV* __restrict__ v,
+                      const int32_t* __restrict__ q_pos, const int32_t* __restrict__ k_pos, AttnShape sh, float scale, float softcap,
+                      bool causal, int window, int64_t keys_per_split, const int32_t* __restrict__ kv_len, float* __restrict__ part,
+                      int* __restrict__ counters, TQ* __restrict__ out) {
+  constexpr int kRow = kD + 8;      // padded key row (16 bytes): lanes reading their own key spread over the banks
+  constexpr int kVecs = kD / 8;     // 16-byte vectors per row
+  constexpr int kE = kD / 32;       // value elements per lane (contiguous)
+  __shared__ float qs[kSplitWarps][kD];
+  __shared__ __align__(16) TKV ks[32 * kRow];
+  __shared__ __align__(16) TKV vs[32 * kD];
+  grid_dependents_may_launch();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = blockIdx.x / sh.hkv, g = blockIdx.x % sh.hkv;
+  const int64_t group = sh.hq / sh.hkv;
+  const int split = blockIdx.y, splits = gridDim.y;
+  const int64_t j0 = split * keys_per_split;
+  int64_t j1 = min(sh.s, j0 + keys_per_split);
+  if (kv_len) j1 = min(j1, static_cast<int64_t>(*kv_len));
+  const TKV* kh = k + g * sh.kv_stride;
+  const TKV* vh = v + g * sh.kv_stride;
+  const int qp = q_pos[t];
+  const bool active = warp < group;
+  const int64_t row = t * sh.hq + g * group + warp;
+  if (active) {
+    const TQ* qr = q + row * kD;
+    for (int d = lane; d < kD; d += 32) qs[warp][d] = to_f32(qr[d]);
+  }
+  float o[kE];
+#pragma unroll
+  for (int i = 0; i < kE; ++i) o[i] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t jb = j0; jb < j1; jb += 32) {
+    const int n = j1 - jb < 32 ? static_cast<int>(j1 - jb) : 32;
+    __syncthreads();  // the previous chunk is no longer read
+    uint4 kr[32 * kVecs / (kSplitWarps * 32)], vr[32 * kVecs / (kSplitWarps * 32)];
+#pragma unroll
+    for (int i = 0; i < 32 * kVecs / (kSplitWarps * 32); ++i) {
+      const int idx = threadIdx.x + i * kSplitWarps * 32, key = idx / kVecs, c = idx % kVecs;
+      if (key < n) {
+        kr[i] = __ldg(reinterpret_cast<const uint4*>(kh + (jb + key) * kD) + c);
+        vr[i] = __ldg(reinterpret_cast<const uint4*>(vh + (jb + key) * kD) + c);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 32 * kVecs / (kSplitWarps * 32); ++i) {
+      const int idx = threadIdx.x + i * kSplitWarps * 32, key = idx / kVecs, c = idx % kVecs;
+      if (key < n) {
+        *reinterpret_cast<uint4*>(ks + key * kRow + c * 8) = kr[i];
+        *reinterpret_cast<uint4*>(vs + key * kD + c * 8) = vr[i];
+      }
+    }
+    __syncthreads();
+    if (!active) continue;
+    const int64_t j = jb + lane;
+    float s = -INFINITY;
+    if (lane < n && key_visible(k_pos[j], qp, causal, window)) {
+      const TKV* krow = ks + lane * kRow;
+      float dot = 0.0f;
+#pragma unroll
+      for (int d = 0; d < kD; d += 8) {
+        float kv8[8];
+        uint4 u = *reinterpret_cast<const uint4*>(krow + d);
+        const TKV* e8 = reinterpret_cast<const TKV*>(&u);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) kv8[e] = to_f32(e8[e]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot = fmaf(qs[warp][d + e], kv8[e], dot);
+      }
+      s = score_transform(dot, scale, softcap);
+    }
+    const float m_new = fmaxf(m, warp_max(s));
+    if (m_new == -INFINITY) continue;  // nothing visible yet (uniform across the warp)
+    const float corr = expf(m - m_new);
+    const float p = expf(s - m_new);
+    l = l * corr + warp_sum(p);
+    m = m_new;
+#pragma unroll
+    for (int i = 0; i < kE; ++i) o[i] *= corr;
+#pragma unroll 8
+    for (int jj = 0; jj < n; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      const TKV* vrow = vs + jj * kD + lane * kE;
+#pragma unroll
+      for (int i = 0; i < kE; ++i) o[i] = fmaf(pj, to_f32(vrow[i]), o[i]);
+    }
+  }
+  if (active) {
+    if (splits == 1) {
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      TQ* orow = out + row * kD + lane * kE;
+#pragma unroll
+      for (int i = 0; i < kE; ++i) orow[i] = from_f32<TQ>(o[i] * inv);
+    } else {
+      float* pr = part + (row * splits + split) * (kD + 2);
+      if (lane == 0) { pr[0] = m; pr[1] = l; }
+#pragma unroll
+      for (int i = 0; i < kE; ++i) pr[2 + lane * kE + i] = o[i];
+    }
+  }
+  if (counters && splits > 1) combine_if_last(part, counters + blockIdx.x, splits, t * sh.hq + g * group, group, kD, out);
 }
 
 // One block per (t, h): combines the splits' partial results.
@@ -145,22 +329,33 @@ static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   int window = static_cast<int>(std::min<int64_t>(args.window, INT32_MAX));
   const int32_t* kv_len = args.kv_len.defined() ? args.kv_len.ptr<int32_t>() : nullptr;
   bool vec = sh.d % 8 == 0 && sh.kv_stride % 8 == 0 && reinterpret_cast<uintptr_t>(k.data()) % 16 == 0;
-  auto kernel = !vec ? split_kernel<0, false, TQ, TKV>
+  const bool smem = vec && sizeof(TKV) == 2 && reinterpret_cast<uintptr_t>(v.data()) % 16 == 0 && sh.hq / sh.hkv <= kSplitWarps &&
+                    (sh.d == 64 || sh.d == 128 || sh.d == 256);
+  using Kernel = decltype(&split_kernel<0, false, TQ, TKV>);
+  Kernel smem_kernel = nullptr;
+  if constexpr (sizeof(TKV) == 2)
+    smem_kernel = sh.d == 64 ? split_smem_kernel<64, TQ, TKV> : sh.d == 128 ? split_smem_kernel<128, TQ, TKV> : split_smem_kernel<256, TQ, TKV>;
+  Kernel kernel = smem ? smem_kernel
+                : !vec ? split_kernel<0, false, TQ, TKV>
                 : sh.d == 64 ? split_kernel<64, true, TQ, TKV>
                 : sh.d == 128 ? split_kernel<128, true, TQ, TKV>
                 : sh.d == 256 ? split_kernel<256, true, TQ, TKV> : split_kernel<0, true, TQ, TKV>;
   if (splits == 1) {
     kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
-                                                                   k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal,
-                                                                   window, per, kv_len, nullptr, out.ptr<TQ>());
+                                                    k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal, window, per,
+                                                    kv_len, nullptr, nullptr, out.ptr<TQ>());
     MLXB_CUDA_LAUNCHED("attention (split)");
     return;
   }
   Scratch part(rows * splits * (sh.d + 2) * static_cast<int64_t>(sizeof(float)), "the attention split workspace");
+  // The last block of each (t, g) column combines the splits (one launch) while the per-column
+  // counters suffice; otherwise a second kernel does.
+  int* counters = blocks <= kSyncCounters ? sync_counters() : nullptr;
   kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
-                                                                 k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal,
-                                                                 window, per, kv_len, part.as<float>(), out.ptr<TQ>());
+                                                  k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal, window, per,
+                                                  kv_len, part.as<float>(), counters, out.ptr<TQ>());
   MLXB_CUDA_LAUNCHED("attention (split)");
+  if (counters) return;
   combine_kernel<TQ><<<static_cast<unsigned>(rows), sh.d > 128 ? 256 : 128, 0, stream()>>>(part.as<float>(), static_cast<int>(splits),
                                                                                           sh.d, out.ptr<TQ>());
   MLXB_CUDA_LAUNCHED("attention (combine)");

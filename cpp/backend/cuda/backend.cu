@@ -1,6 +1,7 @@
 // CudaBackend: device discovery, the stream, copies, argument checks shared by the op files.
 // Discovery never aborts: without a driver or a GPU cudaGetDeviceCount returns an error code,
 // which makes cuda_backend_available() false and cuda_backend() throw kUnsupported.
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -24,6 +25,8 @@ struct DeviceState {
   cudaStream_t stream = nullptr;
   int sms = 1;
   int smem_optin = 48 * 1024;
+  int* counters = nullptr;  // kSyncCounters zeroed ints (sync_counters)
+  int major = 0;            // compute capability
 };
 
 DeviceState& state() {
@@ -54,7 +57,14 @@ DeviceState& state() {
       cudaGetLastError();
       return;
     }
+    if (cudaMalloc(reinterpret_cast<void**>(&s.counters), kSyncCounters * sizeof(int)) != cudaSuccess ||
+        cudaMemset(s.counters, 0, kSyncCounters * sizeof(int)) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+      s.why = "could not allocate the CUDA backend's synchronisation counters";
+      cudaGetLastError();
+      return;
+    }
     s.sms = prop.multiProcessorCount;
+    s.major = prop.major;
     s.smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
     s.ok = true;
   });
@@ -70,6 +80,14 @@ cudaStream_t stream() { return t_capture_stream ? t_capture_stream : state().str
 void set_capture_stream(cudaStream_t s) { t_capture_stream = s; }
 int sm_count() { return state().sms; }
 int max_smem_optin() { return state().smem_optin; }
+int* sync_counters() { return state().counters; }
+bool programmatic_launch() {
+  static const bool on = [] {
+    const char* v = std::getenv("MLXB_CUDA_PDL");
+    return !(v && std::strcmp(v, "0") == 0) && state().major >= 9;
+  }();
+  return on;
+}
 
 void check_float(const Tensor& t, const char* op, const char* name) {
   DType d = t.dtype();

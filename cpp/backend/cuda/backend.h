@@ -40,6 +40,14 @@ class CudaBackend final : public Backend {
   void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) override;
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
                      Tensor& k_cache, Tensor& v_cache) override;
+  // gemv_fused.cu
+  void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid) override;
+  void norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  void norm_gated_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Activation act,
+                         Tensor& out) override;
+  void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
+                     const Tensor& positions, const RopeArgs& rope, const Tensor& slots, Tensor& k_cache, Tensor& v_cache,
+                     Tensor& qkv) override;
   bool begin_capture() override;                        // graph.cu
   std::unique_ptr<DeviceGraph> end_capture() override;  // graph.cu
   void abort_capture() override;                        // graph.cu

@@ -31,6 +31,25 @@ cudaStream_t main_stream();
 void set_capture_stream(cudaStream_t s);  // nullptr: back to the main stream
 int sm_count();
 int max_smem_optin();  // bytes of shared memory one block may opt into
+// kSyncCounters device ints, zero at rest: a kernel whose last block finishes the work of the
+// others counts its finished blocks in them and resets its counters before it exits. Kernels on
+// the one stream run in order, so each may use counters [0, its blocks).
+constexpr int64_t kSyncCounters = 1 << 16;
+int* sync_counters();
+// Programmatic dependent launch (Hopper and later; MLXB_CUDA_PDL=0 turns it off): the fused
+// decode GEMVs are launched so that they may start while the kernel before them runs; they load
+// weights first and wait for it (grid_dependency_wait) before touching anything it writes.
+bool programmatic_launch();
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependents_may_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 
 // Device memory from the caching allocator (allocator.cu). Released when the guard dies.
 void* device_alloc(int64_t bytes, const char* what);
@@ -76,6 +95,11 @@ __device__ __forceinline__ void load8(const __half* p, float* v) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) { float2 f = __half22float2(h[i]); v[2 * i] = f.x; v[2 * i + 1] = f.y; }
 }
+
+// The rotation of a rope pair (a, b) by (cos c, sin s) with explicit roundings, so that every
+// kernel that rotates (rope.cu, gemv_fused.cu) gets the same bits whatever the compiler fuses.
+__device__ __forceinline__ float rope_lo(float a, float b, float c, float s) { return __fmaf_rn(a, c, -__fmul_rn(b, s)); }
+__device__ __forceinline__ float rope_hi(float a, float b, float c, float s) { return __fmaf_rn(b, c, __fmul_rn(a, s)); }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -11,7 +11,8 @@ constexpr int kNormMaxThreads = 512;
 
 // One block per row. Thread j owns elements j, j + blockDim, ...: when they fit in registers they
 // are all loaded at once (one memory round trip instead of one per element), otherwise the row is
-// looped over; either way the sum of squares is accumulated in the same order. kAdd: x += b first
+// looped over; either way the sum of squares is accumulated in the same order, with explicit fmas
+// (gemv_fused.cu repeats this sum and must get the same bits). kAdd: x += b first
 // (rounded to x's dtype, as the add op). x may alias y (each thread rewrites only its elements).
 template <bool kAdd, typename TX, typename TB, typename TW, typename TY>
 static __global__ void __launch_bounds__(kNormMaxThreads) norm_kernel(TX* x, const TB* b, const TW* w, TY* y, int64_t h, float eps, bool add_one) {
@@ -46,7 +47,7 @@ static __global__ void __launch_bounds__(kNormMaxThreads) norm_kernel(TX* x, con
     }
 #pragma unroll
     for (int k = 0; k < kMaxPer; ++k)
-      if (tid + k * bd < h) ss += v[k] * v[k];
+      if (tid + k * bd < h) ss = __fmaf_rn(v[k], v[k], ss);
     float inv = rsqrtf(block_sum(ss) / static_cast<float>(h) + eps);
     float wv[kMaxPer];
 #pragma unroll
@@ -70,7 +71,7 @@ static __global__ void __launch_bounds__(kNormMaxThreads) norm_kernel(TX* x, con
     } else {
       v = to_f32(xr[i]);
     }
-    ss += v * v;
+    ss = __fmaf_rn(v, v, ss);
   }
   float inv = rsqrtf(block_sum(ss) / static_cast<float>(h) + eps);
   for (int64_t i = tid; i < h; i += bd) {

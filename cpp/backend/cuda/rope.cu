@@ -21,8 +21,8 @@ static __global__ void rope_kernel(T* x, const int32_t* pos, const float* inv_fr
     T* xr = x + row * dim;
     int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
     float a = to_f32(xr[ia]), b = to_f32(xr[ib]);
-    xr[ia] = from_f32<T>(a * c - b * s);
-    xr[ib] = from_f32<T>(b * c + a * s);
+    xr[ia] = from_f32<T>(rope_lo(a, b, c, s));
+    xr[ib] = from_f32<T>(rope_hi(a, b, c, s));
   }
 }
 
@@ -72,7 +72,7 @@ static __global__ void rope_kv_kernel(T* q, int64_t qs, T* k, int64_t ks, const 
       c *= mscale;
       const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
       const float a = to_f32(xr[ia]), b = to_f32(xr[ib]);
-      const T ra = from_f32<T>(a * c - b * s), rb = from_f32<T>(b * c + a * s);
+      const T ra = from_f32<T>(rope_lo(a, b, c, s)), rb = from_f32<T>(rope_hi(a, b, c, s));
       xr[ia] = ra;
       xr[ib] = rb;
       if (cr) {

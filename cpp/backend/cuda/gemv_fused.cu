@@ -1,0 +1,407 @@
+// One-row projections of a decode step fused with their neighbours (ops.h: matmul_add,
+// norm_matmul, norm_gated_matmul, norm_qkv_rope), so that a layer is five launches instead of
+// nine. One kernel, four epilogues:
+//   store   y[n] = x·w[n] (+ bias)                       (norm_matmul)
+//   add     resid[n] += round(x·w[n] (+ bias))            (matmul_add: o and down projections)
+//   gated   out[n] = act(round(g)) * round(u), rows n and F + n   (norm_gated_matmul)
+//   rope    rows (d, d + D/2) of one head: q and k heads rotated, k and v also stored into the
+//           caches at this step's slot                    (norm_qkv_rope)
+// Persistent blocks (as many as fit at once) stage the row x in shared memory by cp.async; with
+// a norm it is normalised there (rms_norm's float32 expressions, and its sum of squares in
+// rms_norm's exact order: the virtual threads of its launch are emulated, then its two-level
+// butterfly). Each warp streams its units' weights through two register buffers (the next
+// chunk in flight while the current one is multiplied) and computes each row with the per-lane
+// order of gemv_kernel (lane-strided 16-byte vectors, fmaf in element order, then warp_sum), so
+// every result is bit-identical to the unfused ops. On Hopper the kernels are launched
+// programmatically (MLXB_CUDA_PDL=0: not): the first weights load while the previous kernel
+// still runs, and the kernel waits for it before reading x.
+#include <algorithm>
+
+#include "backend/cuda/backend.h"
+#include "backend/cuda/activation.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/reduce.cuh"
+
+namespace mlxb::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kU = 8;                // 16-byte weight vectors per lane and chunk (all rows of a unit)
+constexpr int64_t kMaxK = 20480;      // staged row in shared memory (2-byte elements, 40 KB)
+constexpr int64_t kMaxNormK = 10240;  // staged row and norm weights (40 KB)
+
+enum class Epi { kStore, kAdd, kGated, kRope };
+
+struct Args {
+  const void* x = nullptr;       // [K]
+  const void* norm_w = nullptr;  // [K] or null (x used as is)
+  float eps = 0.0f;
+  bool add_one = false;
+  const void* w = nullptr;       // [N, K]
+  const void* bias = nullptr;    // [N] or null
+  void* y = nullptr;             // store: [N]; add: resid [N]; gated: [F]; rope: qkv [N]
+  int64_t units = 0, k = 0, f = 0;  // units: warps' work items; f: gated half (F)
+  // rope epilogue
+  int64_t hq = 0, hkv = 0, dim = 0, half = 0;
+  const int32_t* pos = nullptr;
+  const float* inv_freq = nullptr;
+  float mscale = 1.0f;
+  const int32_t* slots = nullptr;  // null: no cache writes
+  void* kc = nullptr;
+  void* vc = nullptr;
+  int64_t s_count = 0, head_stride = 0;
+};
+
+template <typename T>
+__device__ __forceinline__ void cvt8(const uint4& u, float* v) {
+  const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = to_f32(e[i]);
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory"); }
+
+// Normalises the staged row xs in place with the staged norm weights ns: the sum of squares in
+// rms_norm's order (its launch of vt threads emulated: virtual thread j sums elements j, j + vt,
+// ..., then each warp's butterfly, then the butterfly over the warp sums), then rms_norm's
+// per-element float32 expression.
+template <typename T>
+__device__ __forceinline__ void normalise_row(const Args& a, T* xs, const T* ns) {
+  __shared__ float part[32];
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int64_t h = a.k;
+  const int vt = h >= 2048 ? 512 : (h >= 512 ? 256 : 128);
+  for (int r = 0; r * kThreads < vt; ++r) {
+    const int j = tid + r * kThreads;
+    float ss = 0.0f;
+    if (j < vt)
+      for (int64_t i = j; i < h; i += vt) {
+        const float v = to_f32(xs[i]);
+        ss = __fmaf_rn(v, v, ss);
+      }
+    ss = warp_sum(ss);
+    if (lane == 0 && j < vt) part[j >> 5] = ss;
+  }
+  __syncthreads();
+  float total = lane < (vt >> 5) ? part[lane] : 0.0f;
+  total = warp_sum(total);
+  const float inv = rsqrtf(total / static_cast<float>(h) + a.eps);
+  uint4* sv = reinterpret_cast<uint4*>(xs);
+  const uint4* nv = reinterpret_cast<const uint4*>(ns);
+  for (int64_t i = tid; i < h / 8; i += kThreads) {
+    uint4 xu = sv[i], wu = nv[i], yu;
+    const T* xe = reinterpret_cast<const T*>(&xu);
+    const T* we = reinterpret_cast<const T*>(&wu);
+    T* ye = reinterpret_cast<T*>(&yu);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float v = to_f32(xe[e]), wv = to_f32(we[e]);
+      ye[e] = from_f32<T>(v * inv * (a.add_one ? 1.0f + wv : wv));
+    }
+    sv[i] = yu;
+  }
+  __syncthreads();
+}
+
+// Persistent blocks: warp g of the grid takes units g, g + G, ... (G = all warps). A warp's work
+// is a stream of chunks (unit, batch), a batch being kU / R 16-byte vectors per row and lane;
+// the next chunk's weights are loaded while the current one is multiplied (two register
+// buffers), so loads stay in flight across batches and units. The row x (and the norm weights)
+// arrive in shared memory by cp.async, issued before the first weights.
+template <Epi E, Activation A, typename T>
+__global__ void __launch_bounds__(kThreads, 2) fused_gemv_kernel(Args a) {
+  constexpr int R = E == Epi::kStore || E == Epi::kAdd ? 1 : 2;
+  constexpr int U = kU / R;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* xs = reinterpret_cast<T*>(smem_raw);
+  T* ns = xs + a.k;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t k = a.k, vecs = k / 8, batches = (vecs + 32 * U - 1) / (32 * U);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarps;
+  grid_dependents_may_launch();
+  const T* w = static_cast<const T*>(a.w);
+  auto unit_rows = [&](int64_t u, int64_t* rows) {
+    if constexpr (E == Epi::kGated) {
+      rows[0] = u;
+      rows[R - 1] = a.f + u;
+    } else if constexpr (E == Epi::kRope) {
+      const int64_t head = u / a.half, i = u % a.half;
+      rows[0] = head * a.dim + i;
+      rows[R - 1] = head * a.dim + i + a.half;
+    } else {
+      rows[0] = u;
+    }
+  };
+  auto load = [&](uint4 (&buf)[R][U], int64_t u, int64_t b) {
+    int64_t rows[R];
+    unit_rows(u, rows);
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      const int64_t v = b * 32 * U + lane + 32 * q;
+      if (v < vecs)
+#pragma unroll
+        for (int r = 0; r < R; ++r) buf[r][q] = __ldg(reinterpret_cast<const uint4*>(w + rows[r] * k) + v);
+    }
+  };
+  uint4 wa[R][U], wb[R][U];
+  int64_t cu = static_cast<int64_t>(blockIdx.x) * kWarps + warp, cb = 0;
+  if (cu < a.units) load(wa, cu, 0);  // weights never change: loaded before the wait
+  grid_dependency_wait();             // the kernel before this one (writer of x) has finished
+  {
+    const T* x = static_cast<const T*>(a.x);
+    const T* nw = static_cast<const T*>(a.norm_w);
+    for (int64_t i = threadIdx.x; i < vecs; i += kThreads) {
+      cp_async16(xs + 8 * i, x + 8 * i);
+      if (nw) cp_async16(ns + 8 * i, nw + 8 * i);
+    }
+  }
+  cp_async_wait_all();
+  __syncthreads();
+  if (a.norm_w) normalise_row<T>(a, xs, ns);
+  if (cu >= a.units) return;
+  const uint4* xv = reinterpret_cast<const uint4*>(xs);
+  const T* bias = static_cast<const T*>(a.bias);
+  T* y = static_cast<T*>(a.y);
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  auto finish = [&](int64_t u) {
+    float s[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) s[r] = warp_sum(acc[r]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    if (lane != 0) return;
+    int64_t rows[R];
+    unit_rows(u, rows);
+    if constexpr (E == Epi::kStore) {
+      const float b = bias ? to_f32(bias[u]) : 0.0f;
+      y[u] = from_f32<T>(s[0] + b);
+    } else if constexpr (E == Epi::kAdd) {
+      const float b = bias ? to_f32(bias[u]) : 0.0f;
+      const T branch = from_f32<T>(s[0] + b);
+      y[u] = from_f32<T>(to_f32(y[u]) + to_f32(branch));
+    } else if constexpr (E == Epi::kGated) {
+      const float bg = bias ? to_f32(bias[rows[0]]) : 0.0f, bu = bias ? to_f32(bias[rows[1]]) : 0.0f;
+      const float gr = to_f32(from_f32<T>(s[0] + bg)), ur = to_f32(from_f32<T>(s[1] + bu));
+      y[u] = from_f32<T>(activate<A>(gr) * ur);
+    } else {
+      const float ba = bias ? to_f32(bias[rows[0]]) : 0.0f, bb = bias ? to_f32(bias[rows[1]]) : 0.0f;
+      const T ta = from_f32<T>(s[0] + ba), tb = from_f32<T>(s[1] + bb);
+      const int64_t head = u / a.half, i = u % a.half;
+      const int64_t slot = a.slots ? a.slots[0] : -1;
+      const bool store = a.slots && slot >= 0 && slot < a.s_count;
+      if (head < a.hq + a.hkv) {  // q or k head: rotate as rope_kernel
+        float sn, cs;
+        sincosf(static_cast<float>(a.pos[0]) * a.inv_freq[i], &sn, &cs);
+        sn *= a.mscale;
+        cs *= a.mscale;
+        const float fa = to_f32(ta), fb = to_f32(tb);
+        const T ra = from_f32<T>(rope_lo(fa, fb, cs, sn)), rb = from_f32<T>(rope_hi(fa, fb, cs, sn));
+        y[rows[0]] = ra;
+        y[rows[1]] = rb;
+        if (head >= a.hq && store) {
+          T* cr = static_cast<T*>(a.kc) + (head - a.hq) * a.head_stride + slot * a.dim;
+          cr[i] = ra;
+          cr[i + a.half] = rb;
+        }
+      } else {
+        y[rows[0]] = ta;
+        y[rows[1]] = tb;
+        if (store) {
+          T* cr = static_cast<T*>(a.vc) + (head - a.hq - a.hkv) * a.head_stride + slot * a.dim;
+          cr[i] = ta;
+          cr[i + a.half] = tb;
+        }
+      }
+    }
+  };
+  // One chunk: queue the next chunk's loads into `nxt`, multiply `cur`, finish the unit after its
+  // last batch. Returns whether a next chunk exists.
+  auto step = [&](uint4 (&cur)[R][U], uint4 (&nxt)[R][U]) {
+    int64_t nu = cu, nb = cb + 1;
+    if (nb == batches) {
+      nb = 0;
+      nu = cu + stride;
+    }
+    if (nu < a.units) load(nxt, nu, nb);
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      const int64_t v = cb * 32 * U + lane + 32 * q;
+      if (v < vecs) {
+        float x8[8];
+        cvt8<T>(xv[v], x8);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float w8[8];
+          cvt8<T>(cur[r][q], w8);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[r] = fmaf(w8[j], x8[j], acc[r]);
+        }
+      }
+    }
+    if (cb == batches - 1) finish(cu);
+    cu = nu;
+    cb = nb;
+    return cu < a.units;
+  };
+  while (step(wa, wb) && step(wb, wa)) {
+  }
+}
+
+// Blocks resident at once (persistent grid), per kernel instantiation and shared memory size.
+template <typename K>
+int64_t resident_blocks(K kernel, size_t smem) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess || per_sm < 1) {
+    cudaGetLastError();
+    per_sm = 1;
+  }
+  return static_cast<int64_t>(per_sm) * sm_count();
+}
+
+template <Epi E, Activation A, typename T>
+void launch_t(const Args& a) {
+  const size_t smem = static_cast<size_t>(a.k) * 2 * (a.norm_w ? 2 : 1);
+  auto kernel = fused_gemv_kernel<E, A, T>;
+  const int64_t grid = std::min(ceil_div(a.units, kWarps), resident_blocks(kernel, smem));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(std::max<int64_t>(grid, 1)));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, a));
+}
+
+template <Epi E, Activation A>
+void launch(const Args& a, DType dt) {
+  if (dt == DType::BF16) launch_t<E, A, __nv_bfloat16>(a);
+  else launch_t<E, A, __half>(a);
+}
+
+bool on_device(const Tensor& t) { return t.defined() && t.device() == Device::kCUDA && t.is_contiguous(); }
+bool aligned(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
+
+// The shapes and dtypes the kernel covers: one row x [K] and w [N, K] of one 2-byte float dtype,
+// K % 8 == 0, 16-byte aligned rows, the staged row within 40 KB; bias [N] of that dtype.
+bool fits(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, int64_t y_count) {
+  if (!on_device(x) || !on_device(w) || !on_device(y) || w.ndim() != 2) return false;
+  const DType dt = x.dtype();
+  if ((dt != DType::BF16 && dt != DType::F16) || w.dtype() != dt || y.dtype() != dt) return false;
+  const int64_t k = w.dim(1);
+  if (x.numel() != k || k % 8 != 0 || k == 0 || k > kMaxK || y.numel() != y_count || !aligned(x) || !aligned(w)) return false;
+  if (w.dim(0) > (int64_t{1} << 30)) return false;
+  return !bias || (on_device(*bias) && bias->dtype() == dt && bias->numel() == w.dim(0));
+}
+
+bool norm_fits(const NormArgs& n, const Tensor& x) {
+  return on_device(n.w) && n.w.dtype() == x.dtype() && n.w.numel() == x.numel() && x.numel() <= kMaxNormK && aligned(n.w);
+}
+
+Args base_args(const Tensor& x, const NormArgs* n, const Tensor& w, const Tensor* bias, Tensor& y) {
+  Args a;
+  a.x = x.data();
+  if (n) {
+    a.norm_w = n->w.data();
+    a.eps = n->eps;
+    a.add_one = n->add_one;
+  }
+  a.w = w.data();
+  a.bias = bias ? bias->data() : nullptr;
+  a.y = y.data();
+  a.k = w.dim(1);
+  return a;
+}
+
+}  // namespace
+
+void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid) {
+  if (!fits(x, w, bias, resid, w.ndim() == 2 ? w.dim(0) : -1) || x.data() == resid.data()) {
+    Backend::matmul_add(x, w, bias, resid);
+    return;
+  }
+  Args a = base_args(x, nullptr, w, bias, resid);
+  a.units = w.dim(0);
+  launch<Epi::kAdd, Activation::kSiLU>(a, x.dtype());
+}
+
+void CudaBackend::norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y) {
+  if (!fits(x, w, bias, y, w.ndim() == 2 ? w.dim(0) : -1) || !norm_fits(norm, x) || x.data() == y.data()) {
+    Backend::norm_matmul(x, norm, w, bias, y);
+    return;
+  }
+  Args a = base_args(x, &norm, w, bias, y);
+  a.units = w.dim(0);
+  launch<Epi::kStore, Activation::kSiLU>(a, x.dtype());
+}
+
+void CudaBackend::norm_gated_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Activation act,
+                                    Tensor& out) {
+  const int64_t f = w.ndim() == 2 ? w.dim(0) / 2 : -1;
+  if (w.ndim() != 2 || w.dim(0) % 2 != 0 || !on_device(out) || out.numel() != f || !on_device(x) || !on_device(w) ||
+      x.data() == out.data() || !norm_fits(norm, x) || !fits(x, w, bias, out, f)) {
+    Backend::norm_gated_matmul(x, norm, w, bias, act, out);
+    return;
+  }
+  Args a = base_args(x, &norm, w, bias, out);
+  a.units = f;
+  a.f = f;
+  switch (act) {
+    case Activation::kSiLU: launch<Epi::kGated, Activation::kSiLU>(a, x.dtype()); break;
+    case Activation::kGeluExact: launch<Epi::kGated, Activation::kGeluExact>(a, x.dtype()); break;
+    case Activation::kGeluTanh: launch<Epi::kGated, Activation::kGeluTanh>(a, x.dtype()); break;
+  }
+}
+
+void CudaBackend::norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
+                                const Tensor& positions, const RopeArgs& rope, const Tensor& slots, Tensor& k_cache,
+                                Tensor& v_cache, Tensor& qkv) {
+  const int64_t d = shape.head_dim, heads = shape.heads + 2 * shape.kv_heads;
+  const bool caches = slots.defined();
+  bool ok = d > 0 && d % 2 == 0 && rope.rot_dim == d && !rope.interleaved && on_device(rope.inv_freq) &&
+            rope.inv_freq.dtype() == DType::F32 && rope.inv_freq.numel() == d / 2 && on_device(positions) &&
+            positions.dtype() == DType::I32 && positions.numel() == 1 && w.ndim() == 2 && w.dim(0) == heads * d &&
+            norm_fits(norm, x) && x.data() != qkv.data() && fits(x, w, bias, qkv, heads * d);
+  if (ok && caches) {
+    ok = on_device(slots) && slots.dtype() == DType::I32 && slots.numel() == 1 && k_cache.defined() && v_cache.defined() &&
+         k_cache.device() == Device::kCUDA && v_cache.device() == Device::kCUDA && k_cache.ndim() == 3 && v_cache.ndim() == 3 &&
+         k_cache.dtype() == x.dtype() && v_cache.dtype() == x.dtype() && k_cache.dim(0) == shape.kv_heads &&
+         v_cache.dim(0) == shape.kv_heads && k_cache.dim(2) == d && v_cache.dim(2) == d && v_cache.dim(1) == k_cache.dim(1) &&
+         k_cache.stride(0) == v_cache.stride(0) && k_cache.stride(1) == d && k_cache.stride(2) == 1 && v_cache.stride(1) == d &&
+         v_cache.stride(2) == 1;
+  }
+  if (!ok) {
+    Backend::norm_qkv_rope(x, norm, w, bias, shape, positions, rope, slots, k_cache, v_cache, qkv);
+    return;
+  }
+  Args a = base_args(x, &norm, w, bias, qkv);
+  a.half = d / 2;
+  a.units = heads * a.half;
+  a.hq = shape.heads;
+  a.hkv = shape.kv_heads;
+  a.dim = d;
+  a.pos = positions.ptr<int32_t>();
+  a.inv_freq = rope.inv_freq.ptr<float>();
+  a.mscale = rope.mscale;
+  if (caches) {
+    a.slots = slots.ptr<int32_t>();
+    a.kc = k_cache.data();
+    a.vc = v_cache.data();
+    a.s_count = k_cache.dim(1);
+    a.head_stride = k_cache.stride(0);
+  }
+  launch<Epi::kRope, Activation::kSiLU>(a, x.dtype());
+}
+
+}  // namespace mlxb::cuda
