@@ -5,7 +5,7 @@
 // row that asks for logits goes through the LM head.
 //
 // Two entry points: forward_rows over any LayerCache (per-row cache update + attention), and
-// forward_paged over the engine's paged pool (one kv_write per layer for all rows, one
+// forward_paged (decoder_paged.cc) over the engine's paged pool (one kv_write per layer for all rows, one
 // paged_attention launch for the decode rows; on CUDA prefill rows gather their keys once and use
 // the flash kernel). Batch invariance: on the CPU every row's logits are bit for bit those it
 // gets alone (the CPU matmul's per-row reduction order does not depend on M, attention is per
