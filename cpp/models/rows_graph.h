@@ -3,7 +3,9 @@
 // W (rows_bucket / width_bucket) and recorded once per (R, W, pool, rope, mode) key; later steps
 // with that key rewrite one i32 device buffer (ids, positions, KV slots, key counts, block
 // tables) and replay the graph: one launch instead of ~20 per layer. Padding rows decode token 0
-// at position 0, write no KV (slot -1) and read one key of block 0; their outputs are dropped.
+// at position 0, write no KV (slot -1, which the CUDA rope_kv_write / kv_write skip; the CPU
+// kv_write rejects it, and this path is CUDA only) and read one key of block 0; their outputs
+// are dropped.
 // A key is recorded on its second use (the first runs eagerly, which loads kernels and GEMM
 // plans outside any capture); a failed capture turns recording off for the model (eager from
 // then on; MLXB_GRAPH_DEBUG=1 prints why).
