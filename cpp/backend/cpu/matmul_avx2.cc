@@ -74,7 +74,12 @@ void gemv_t(const float* x, const void* w, const float* bias, float* y, int64_t 
 // sum, the tail in order, the bias. gemm_bf16_tile does exactly this too (batch invariance).
 template <int M, int RB>
 void gemv_bf16_rows(const float* x, const float* xs, const uint16_t* w, const float* bias, float* y, int64_t n0, int64_t n,
-                    int64_t k) {
+                    int64_t k, const char* next = nullptr) {
+  // `next`: the following block's weights (RB * k contiguous bf16), prefetched a few cache lines per
+  // step when the rows are too short for the hardware prefetcher to lock on (see gemv_bf16).
+  const int64_t next_lines = next ? (RB * k * 2 + 63) / 64 : 0;
+  const int64_t lines_per_step = next ? (next_lines + k / 16 - 1) / std::max<int64_t>(1, k / 16) : 0;
+  int64_t line = 0;
   const uint16_t* wr[RB];
   for (int r = 0; r < RB; ++r) wr[r] = w + (n0 + r) * k;
   const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
@@ -83,6 +88,7 @@ void gemv_bf16_rows(const float* x, const float* xs, const uint16_t* w, const fl
     for (int r = 0; r < RB; ++r) acc[m][r] = _mm256_setzero_ps();
   const int64_t k16 = k & ~int64_t{15};
   for (int64_t p = 0; p < k16; p += 16) {
+    for (int64_t e = std::min(next_lines, line + lines_per_step); line < e; ++line) _mm_prefetch(next + line * 64, _MM_HINT_T0);
     __m256 xe[M], xo[M];
     for (int m = 0; m < M; ++m) {
       xe[m] = _mm256_loadu_ps(xs + m * k + p);
@@ -125,11 +131,15 @@ void gemv_bf16(const float* x, const uint16_t* w, const float* bias, float* y, i
   // M * RB independent accumulator chains hide the FMA latency; registers: M * RB + 2 * M.
   constexpr int RB = M == 1 ? 8 : M == 2 ? 4 : M == 3 ? 2 : 1;
   const int64_t blocks = (n + RB - 1) / RB;
+  // Rows of 1 KB or less (a tiny model's LM head: K = 256) end before the hardware prefetcher
+  // locks on: each block then prefetches the next one while it computes.
+  const bool short_rows = k <= 512;
   parallel_for(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * RB;
       if (r0 + RB <= n) {
-        gemv_bf16_rows<M, RB>(x, xs, w, bias, y, r0, n, k);
+        const bool pf = short_rows && r0 + 2 * RB <= n;
+        gemv_bf16_rows<M, RB>(x, xs, w, bias, y, r0, n, k, pf ? reinterpret_cast<const char*>(w + (r0 + RB) * k) : nullptr);
       } else {
         for (int64_t r = r0; r < n; ++r) gemv_bf16_rows<M, 1>(x, xs, w, bias, y, r, n, k);
       }
