@@ -252,8 +252,12 @@ void gemm_bf16(const float* x, const uint16_t* w, const float* bias, float* y, i
   // rows a tile reads at once do not all fall into the same L1 set (a 4 KB-multiple stride would).
   const int64_t ld = k16 + 16;
   const float* xs = split_even_odd(x, m, k, ld);
-  // Weight block: about 256 KB of float32 (L2).
-  const int64_t nb = std::max<int64_t>(2, (int64_t{256} * 1024 / (4 * ld)) / 2 * 2);
+  // Weight block: about 256 KB of float32 (L2), and at least two blocks per thread so that small
+  // matrices (a tiny model's 128-row k/v projections) keep every core busy. The block size does
+  // not change any output's summation order.
+  const int64_t nb_l2 = std::max<int64_t>(2, (int64_t{256} * 1024 / (4 * ld)) / 2 * 2);
+  const int64_t nb_spread = ((n + 2 * num_threads() - 1) / (2 * num_threads()) + 1) / 2 * 2;
+  const int64_t nb = std::max<int64_t>(2, std::min(nb_l2, nb_spread));
   const int64_t blocks = (n + nb - 1) / nb;
   const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   const int64_t kChunk = std::min(kChunkMax, std::max<int64_t>(k16, 16)), wld = kChunk + 16;
