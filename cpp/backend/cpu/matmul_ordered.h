@@ -201,7 +201,10 @@ void gemm(const float* x, const void* w, const float* bias, float* y, int64_t m,
   g.chunks = (g.kv + g.kc - 1) / g.kc;
   g.wld = g.kc + 64 / static_cast<int64_t>(sizeof(win_t));
   const int64_t row_bytes = g.chunks * g.wld * static_cast<int64_t>(sizeof(win_t));
-  const int64_t nb = std::max<int64_t>(kRT, kBlockBytes / row_bytes / kRT * kRT);
+  // At least two blocks per thread, so that a small matrix does not leave a core idle (the block
+  // size does not change any output's summation order).
+  const int64_t spread = ((n + 2 * num_threads() - 1) / (2 * num_threads()) + kRT - 1) / kRT * kRT;
+  const int64_t nb = std::max<int64_t>(kRT, std::min(kBlockBytes / row_bytes / kRT * kRT, spread));
   const int64_t blocks = (n + nb - 1) / nb;
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
     // Packed block, then the parked accumulators (64-byte aligned: the block is a multiple of 64 bytes).
