@@ -158,12 +158,16 @@ void attention_t(const AttentionView& a) {
   parallel_for(a.t * a.hkv, 1, [&](int64_t i0, int64_t i1) {
     std::vector<int32_t> vis(static_cast<size_t>(a.s));
     std::vector<float> sc(static_cast<size_t>(g * a.s) + 8), sums(static_cast<size_t>(g));
+    int64_t vis_t = -1, nv = 0;  // the visible keys of query vis_t (shared by its kv heads)
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t t = item / a.hkv, hk = item % a.hkv;
-      const int32_t qp = a.q_pos[t];
-      int64_t nv = 0;
-      for (int64_t s = 0; s < a.s; ++s)
-        if (a.visible(qp, a.k_pos[s])) vis[nv++] = static_cast<int32_t>(s);
+      if (t != vis_t) {
+        const int32_t qp = a.q_pos[t];
+        nv = 0;
+        for (int64_t s = 0; s < a.s; ++s)
+          if (a.visible(qp, a.k_pos[s])) vis[nv++] = static_cast<int32_t>(s);
+        vis_t = t;
+      }
       const char* kb = a.k + hk * a.k_stride0 * es;
       const char* vb = a.v + hk * a.v_stride0 * es;
       // Scores of every head of the group (pairs of heads share each key load), softmax per head.
