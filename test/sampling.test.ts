@@ -44,6 +44,19 @@ describe('filters keep exactly the right set', () => {
     // k >= vocab keeps everything.
     expect(keptSet(new Sampler({ topK: 100 }, V).distribution(L))).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
   });
+  it('top-k over a large vocabulary with many ties equals sorting every token (value desc, id asc)', () => {
+    // Logits on a coarse grid, so hundreds of tokens tie at the cut; the native path keeps a heap.
+    const n = 20000;
+    let s = 12345;
+    const big = new Float32Array(n).map(() => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return ((s >>> 8) % 64) / 8; });
+    for (const [k, t] of [[40, 0.7], [1, 1], [777, 1.3]] as const) {
+      const order = [...big.keys()].sort((a, b) => (big[b]! - big[a]!) || a - b);
+      const keep = new Set(order.slice(0, k));
+      const p = new Sampler({ topK: k, temperature: t }, n).distribution(big);
+      expect(keptSet(p)).toEqual([...keep].sort((a, b) => a - b));
+      expectClose(p, softmax(big, keep, t));
+    }
+  });
   it('top-p: the smallest most-likely set reaching p', () => {
     expect(keptSet(new Sampler({ topP: 0.6 }, V).distribution(L))).toEqual([3, 6]);      // .4027 < .6 <= .6470
     expect(keptSet(new Sampler({ topP: 0.65 }, V).distribution(L))).toEqual([0, 3, 6]);  // .6470 < .65

@@ -152,19 +152,32 @@ void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>
   const double inv_t = 1.0 / params_.temperature;
   // Candidates in id order with weight exp((x - max) / T); weights below e^-80 (relative to the
   // best token's 1) are dropped: they cannot be drawn in double precision sums anyway.
-  c.reserve(static_cast<size_t>(vocab_));
+  // With top-k, only the best k are kept while scanning: once more than k qualify, c is a heap
+  // whose front is the lowest-ranked kept candidate (one comparison per token, no 150k-entry
+  // vector), sorted by rank at the end - the same set and order as sorting every candidate.
+  Ranked rank;
+  const size_t k = params_.top_k > 0 && params_.top_k < vocab_ ? static_cast<size_t>(params_.top_k) : 0;
+  c.reserve(k ? k : static_cast<size_t>(vocab_));
+  bool sorted = false;  // c is a heap (then sorted by rank) rather than in id order
   for (int64_t i = 0; i < vocab_; ++i) {
     const double z = (static_cast<double>(x[i]) - vmax) * inv_t;
-    if (z > -80.0) c.emplace_back(static_cast<int32_t>(i), z);
+    if (!(z > -80.0)) continue;
+    const Candidate e(static_cast<int32_t>(i), z);
+    if (k == 0 || c.size() < k) {
+      c.push_back(e);
+      continue;
+    }
+    if (!sorted) {
+      std::make_heap(c.begin(), c.end(), rank);
+      sorted = true;
+    }
+    if (rank(e, c.front())) {
+      std::pop_heap(c.begin(), c.end(), rank);
+      c.back() = e;
+      std::push_heap(c.begin(), c.end(), rank);
+    }
   }
-  Ranked rank;
-  bool sorted = false;
-  if (params_.top_k > 0 && params_.top_k < static_cast<int64_t>(c.size())) {
-    std::nth_element(c.begin(), c.begin() + (params_.top_k - 1), c.end(), rank);
-    c.resize(static_cast<size_t>(params_.top_k));
-    std::sort(c.begin(), c.end(), rank);
-    sorted = true;
-  }
+  if (sorted) std::sort_heap(c.begin(), c.end(), rank);
   // Weights; the best token has weight 1. Single-precision exp (relative error ~1e-7, far below
   // anything a draw can resolve) is twice as fast as double on a 150k vocabulary.
   for (auto& e : c) e.second = static_cast<double>(std::exp(static_cast<float>(e.second)));
