@@ -130,7 +130,7 @@ void Sampler::process(float* logits) const {
 }
 
 void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>& c) const {
-  c.clear();
+  // c is not cleared here: its storage (and size) carries over between calls (see below).
   float vmax = -std::numeric_limits<float>::infinity();
   int64_t best = -1;
   bool nan = false;
@@ -145,7 +145,7 @@ void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>
   }
   if (best < 0) fail(ErrorCode::kInternal, "every logit is -inf: no token can be sampled");
   if (params_.temperature == 0) {
-    c.emplace_back(static_cast<int32_t>(best), 1.0);
+    c.assign(1, Candidate(static_cast<int32_t>(best), 1.0));
     return;
   }
 
@@ -157,30 +157,36 @@ void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>
   // vector), sorted by rank at the end - the same set and order as sorting every candidate.
   Ranked rank;
   const size_t k = params_.top_k > 0 && params_.top_k < vocab_ ? static_cast<size_t>(params_.top_k) : 0;
-  c.reserve(k ? k : static_cast<size_t>(vocab_));
-  bool sorted = false;  // c is a heap (then sorted by rank) rather than in id order
+  // Written through a pointer into c sized for the worst case (grown once, shrunk to the count
+  // after): push_back per token was a call per token on a 150k vocabulary.
+  const size_t cap = k ? k : static_cast<size_t>(vocab_);
+  if (c.size() < cap) c.resize(cap);
+  Candidate* out = c.data();
+  size_t n = 0;
+  bool sorted = false;  // out[0, k) is a heap (then sorted by rank) rather than in id order
   for (int64_t i = 0; i < vocab_; ++i) {
     const double z = (static_cast<double>(x[i]) - vmax) * inv_t;
     if (!(z > -80.0)) continue;
     if (k == 0) {  // no ranking by z: the weight right away (saves a pass over the vocabulary)
-      c.emplace_back(static_cast<int32_t>(i), static_cast<double>(std::exp(static_cast<float>(z))));
+      out[n++] = Candidate(static_cast<int32_t>(i), static_cast<double>(std::exp(static_cast<float>(z))));
       continue;
     }
     const Candidate e(static_cast<int32_t>(i), z);
-    if (c.size() < k) {
-      c.push_back(e);
+    if (n < k) {
+      out[n++] = e;
       continue;
     }
     if (!sorted) {
-      std::make_heap(c.begin(), c.end(), rank);
+      std::make_heap(out, out + n, rank);
       sorted = true;
     }
-    if (rank(e, c.front())) {
-      std::pop_heap(c.begin(), c.end(), rank);
-      c.back() = e;
-      std::push_heap(c.begin(), c.end(), rank);
+    if (rank(e, out[0])) {
+      std::pop_heap(out, out + n, rank);
+      out[n - 1] = e;
+      std::push_heap(out, out + n, rank);
     }
   }
+  c.resize(n);
   if (sorted) std::sort_heap(c.begin(), c.end(), rank);
   // Weights; the best token has weight 1. Single-precision exp (relative error ~1e-7, far below
   // anything a draw can resolve) is twice as fast as double on a 150k vocabulary.
