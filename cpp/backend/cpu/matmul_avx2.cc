@@ -19,27 +19,13 @@
 #include <algorithm>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/next_block.h"
 #include "backend/cpu/scratch.h"
 #include "backend/cpu/simd_avx2.h"
 #include "core/thread_pool.h"
 
 namespace mlxb::cpu::avx2 {
 namespace {
-
-// Weight rows of 1 KB or less (a tiny model's LM head: K = 256) end before the hardware
-// prefetcher locks on, so a GEMV block of such rows prefetches the next block (`bytes` from
-// `next`, contiguous) a few cache lines per step of its k loop (`steps` in all). Measured on the
-// tiny shape: its bf16 LM head ran at ~14 GB/s without it.
-constexpr int64_t kShortRowBytes = 1024;
-struct NextBlock {
-  NextBlock(const char* next, int64_t bytes, int64_t steps)
-      : next_(next), lines_(next ? (bytes + 63) / 64 : 0), per_step_(next ? (lines_ + steps - 1) / std::max<int64_t>(1, steps) : 0) {}
-  void step() {
-    for (const int64_t e = std::min(lines_, line_ + per_step_); line_ < e; ++line_) _mm_prefetch(next_ + line_ * 64, _MM_HINT_T0);
-  }
-  const char* next_;
-  int64_t lines_, per_step_, line_ = 0;
-};
 
 // y[m, n0 + r] for RB weight rows starting at row n0, M activation rows; `next` as NextBlock.
 template <DType T, int M, int RB>

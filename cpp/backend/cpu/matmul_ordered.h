@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cpu/next_block.h"
 #include "backend/cpu/scratch.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -58,9 +59,10 @@ const typename V::xin_t* pack_rows(const float* x, int64_t m, int64_t k, int64_t
 // ---------------------------------------------------------------- GEMV, M <= 4
 template <class V, DType T, int M, int RB>
 void gemv_rows(const float* x, const typename V::xin_t* xp, int64_t ld, const void* w, const float* bias, float* y,
-               int64_t n0, int64_t n, int64_t k) {
+               int64_t n0, int64_t n, int64_t k, const char* next = nullptr) {
   constexpr int S = V::kStep;
   const int64_t kv = k / S * S, es = dtype_size(T);
+  NextBlock pf(next, RB * k * es, kv / S);  // the following block's weights (next_block.h)
   const char* wr[RB];
   for (int r = 0; r < RB; ++r) wr[r] = static_cast<const char*>(w) + (n0 + r) * k * es;
   typename V::acc_t acc[M][RB];
@@ -69,6 +71,7 @@ void gemv_rows(const float* x, const typename V::xin_t* xp, int64_t ld, const vo
 #pragma GCC unroll 16
     for (int r = 0; r < RB; ++r) acc[m][r] = V::zero();
   for (int64_t p = 0; p < kv; p += S) {
+    pf.step();
     typename V::wv_t wv[RB];
 #pragma GCC unroll 16
     for (int r = 0; r < RB; ++r) wv[r] = V::template load_w<T>(wr[r], p);
@@ -89,12 +92,13 @@ void gemv_t(const float* x, const void* w, const float* bias, float* y, int64_t 
   const int64_t kv = k / V::kStep * V::kStep, ld = kv + pad_elems<V>();
   const typename V::xin_t* xp = pack_rows<V>(x, M, k, kv, ld);
   constexpr int RB = M <= 2 ? 4 : 2;
-  const int64_t blocks = (n + RB - 1) / RB;
+  const int64_t blocks = (n + RB - 1) / RB, es = dtype_size(T);
   parallel_for(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * RB;
       if (r0 + RB <= n) {
-        gemv_rows<V, T, M, RB>(x, xp, ld, w, bias, y, r0, n, k);
+        const bool pf = k * es <= kShortRowBytes && r0 + 2 * RB <= n;
+        gemv_rows<V, T, M, RB>(x, xp, ld, w, bias, y, r0, n, k, pf ? static_cast<const char*>(w) + (r0 + RB) * k * es : nullptr);
       } else {
         for (int64_t r = r0; r < n; ++r) gemv_rows<V, T, M, 1>(x, xp, ld, w, bias, y, r, n, k);
       }
