@@ -56,8 +56,12 @@ Candidate select_last(std::vector<Candidate>& w, double need) {
 Candidate nucleus_last(const std::vector<Candidate>& c, double need, std::vector<double>& mass, std::vector<Candidate>& scratch) {
   constexpr int kBuckets = 4096;
   auto bucket = [](double w) { return std::clamp(static_cast<int>((1.0 - w) * kBuckets), 0, kBuckets - 1); };
-  mass.assign(kBuckets, 0.0);
-  for (const Candidate& e : c) mass[static_cast<size_t>(bucket(e.second))] += e.second;
+  // Four interleaved histograms, summed afterwards in a fixed order: consecutive tokens of similar
+  // weight hit one bucket, and a single histogram made every add wait for the previous one.
+  constexpr size_t kWays = 4;  // the sum below names the four
+  mass.assign(kWays * kBuckets, 0.0);
+  for (size_t i = 0; i < c.size(); ++i) mass[(i % kWays) * kBuckets + static_cast<size_t>(bucket(c[i].second))] += c[i].second;
+  for (size_t j = 0; j < kBuckets; ++j) mass[j] = (mass[j] + mass[kBuckets + j]) + (mass[2 * kBuckets + j] + mass[3 * kBuckets + j]);
   double above = 0;
   int b = 0;
   for (; b < kBuckets - 1; ++b) {
