@@ -17,6 +17,7 @@
 #include "ops/ops.h"
 
 #include "check.h"
+#include "sample_check.h"
 
 using namespace mlxb;
 using Vec = std::vector<double>;
@@ -807,6 +808,10 @@ int main(int argc, char** argv) {
     check_paged_attention(5, 4, 4, 64, B, 0, 0.0f);
     check_graph();
     check_oom();
+    // --- device sampling (sample.cu) against the host Sampler: test/native/sample_check.h
+    sample_check::run(Device::kCUDA, true, failures);
+    if (do_bench) sample_check::bench(Device::kCUDA);
+    // --- end of device sampling
     if (do_bench) bench();
   } catch (const Error& e) {
     std::printf("FAIL exception: %s\n", e.what());
