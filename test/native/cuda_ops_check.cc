@@ -4,6 +4,7 @@
 // Without a GPU it prints "skipped" and exits 0 (CI builds it; only the device runs it).
 //   cuda_ops_check            all cases
 //   cuda_ops_check --bench    also times GEMV / GEMM / attention at Llama-3 8B shapes
+//   cuda_ops_check --sample   only the device sampling checks, then their timing
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -714,6 +715,16 @@ void bench() {
 int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--sample") == 0) {
+    try {
+      sample_check::run(Device::kCUDA, true, failures);
+      sample_check::bench(Device::kCUDA);
+    } catch (const Error& e) {
+      std::printf("FAIL exception: %s\n", e.what());
+      return 1;
+    }
+    return exit_status(failures);
+  }
   try {
     const DType F = DType::F32, B = DType::BF16, H = DType::F16;
     // matmul: GEMV (M <= 8, vector and scalar paths), cuBLASLt, SIMT fallback (mixed dtypes).
