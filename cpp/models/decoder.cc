@@ -151,7 +151,7 @@ class Decoder final : public Model {
     return device_ == Device::kCPU ? ids_dev : ids_dev.to(device_);
   }
 
-  // The graph: logits [t or 1, vocab] in the activation dtype on the model's device.
+  // The graph: logits [t or 1, vocab] (logits_dtype) on the model's device.
   Tensor compute(const Tensor& ids_dev, const StepInputs& step, CacheSet& caches, bool all_rows) {
     const int64_t t = step.t, h = cfg_.hidden_size;
     Tensor x = Tensor::empty({t, h}, act_, device_);
@@ -182,7 +182,7 @@ class Decoder final : public Model {
       if (pending) ops::add(x, branch, x);
       ops::rms_norm(all_rows ? x : x.slice_rows(t - 1, t), final_norm_, eps, one, fin);
     }
-    Tensor out = Tensor::empty({rows, cfg_.vocab_size}, act_, device_);
+    Tensor out = Tensor::empty({rows, cfg_.vocab_size}, logits_dtype(lm_head_, act_), device_);
     linear(fin, lm_head_, out);
     if (spec_.final_softcap > 0.0f) ops::softcap(out, spec_.final_softcap);
     return out;
@@ -202,8 +202,11 @@ class Decoder final : public Model {
     return graphs_->run(id, caches, base, [this, &caches](const Tensor& ids_dev, const StepInputs& step) {
       DecodeGraphs::Outputs o;
       Tensor out = compute(ids_dev, step, caches, false);
-      o.logits = Tensor::empty(out.shape(), DType::F32, device_);
-      ops::convert(out, o.logits);
+      o.logits = out;
+      if (out.dtype() != DType::F32) {
+        o.logits = Tensor::empty(out.shape(), DType::F32, device_);
+        ops::convert(out, o.logits);
+      }
       o.next = Tensor::empty({1}, DType::I32, device_);
       ops::argmax(out, o.next);
       return o;

@@ -176,7 +176,7 @@ Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, 
   Tensor last = Tensor::empty({n_sel, h}, d.act, d.device);
   ops::embedding(x, sel_dev, 1.0f, last);  // row gather (times 1.0: exact)
   ops::rms_norm(last, *d.final_norm, eps, one, last);
-  Tensor out = Tensor::empty({n_sel, c.vocab_size}, d.act, d.device);
+  Tensor out = Tensor::empty({n_sel, c.vocab_size}, logits_dtype(*d.lm_head, d.act), d.device);
   linear_in(last, *d.lm_head, out, chunk);
   if (spec.final_softcap > 0.0f) ops::softcap(out, spec.final_softcap);
   return out;

@@ -25,7 +25,7 @@ class RowGraphs {
   struct Inputs {
     Tensor ids, pos, slots, sel, q_offset, q_count, kv_len, table;  // table: [R, W]
   };
-  // What a step leaves on the device: logits [R, vocab] (activation dtype) and their argmax [R].
+  // What a step leaves on the device: logits [R, vocab] (logits_dtype) and their argmax [R].
   struct Outputs {
     Tensor logits, next;
   };

@@ -54,6 +54,13 @@ struct Linear {
   int64_t bytes() const;
 };
 
+// The dtype a model's logits are computed in: float32 when the head is dense and in the
+// activation dtype (the matmul then writes its f32 accumulator unrounded; bf16 logits tie where
+// transformers' differ by one ulp), else the activation dtype (quantized heads).
+inline DType logits_dtype(const Linear& head, DType act) {
+  return !head.quantized() && head.w.dtype() == act ? DType::F32 : act;
+}
+
 // The MLX quantization of module `prefix` (per-module override, else the global setting);
 // nullopt when the checkpoint is not quantized or the override keeps the module in float.
 std::optional<QuantSpec> quant_spec_for(const ModelConfig& cfg, const std::string& prefix);

@@ -1,25 +1,61 @@
 #!/bin/bash
 # On the GPU machine: the CUDA verification of a staged checkout in one call (device time is
-# scarce): build (sm_90), op checks, graph vs eager decode, the opt-in vitest GPU files, L1 vs
-# transformers, and the 1B bf16 benchmark. Stage here with `bash scripts/cuda/stage.sh DEST --tests`.
-#   source .device/prelude.sh; cd DEST && bash scripts/cuda/verify-device.sh
+# scarce), most important first: build (sm_90); op checks (cuda_ops_check, cuda_fused_check,
+# cuda_quant_check); decode graphs vs eager; engine batch invariance; L2 of the quantized
+# fixtures; L1 vs transformers; the opt-in vitest GPU files; then the benchmarks (1B / 8B bf16
+# single stream, 1B / 8B 32-stream serving with and without --batch-invariant). Every step has
+# its own time limit; full logs go to $OUT (default /tmp), summaries to stdout.
+# Stage here with `bash scripts/cuda/stage.sh DEST --tests`, then on the device:
+#   source .device/prelude.sh; cd DEST && bash scripts/cuda/verify-device.sh [--no-8b]
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
+out=${OUT:-/tmp}
+big=1
+[[ ${1:-} == --no-8b ]] && big=0
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
-(node scripts/bench/make-checkpoint.mjs --shape 1b --out /tmp/ck-1b > /tmp/ck-1b.log 2>&1; echo "exit $?" >> /tmp/ck-1b.log) &
+# step NAME LIMIT FILTER CMD...: runs CMD with a time limit, full output to $OUT/NAME.txt, and
+# prints the lines FILTER (an extended regex) selects.
+step() {
+  local name=$1 limit=$2 filter=$3; shift 3
+  stamp "$name"
+  timeout "$limit" "$@" > "$out/$name.txt" 2>&1
+  local rc=$?
+  grep -E "$filter" "$out/$name.txt" | tail -16 | cut -c1-200
+  [[ $rc -ne 0 ]] && echo "  ($name: exit $rc)"
+}
+ckpt() {
+  timeout 240 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "/tmp/ck-$1" > "/tmp/ck-$1.log" 2>&1 && touch "/tmp/ck-$1.done"
+}
+wait_ckpt() { for _ in $(seq 240); do [[ -f /tmp/ck-$1.done ]] && return 0; sleep 1; done; echo "  checkpoint $1 not ready"; return 1; }
+(ckpt 1b; [[ $big == 1 ]] && ckpt 8b) &
 [[ -f .test-deps.tar.xz ]] && tar -xJf .test-deps.tar.xz
 stamp "build"
 bash scripts/cuda/build-device.sh || exit 1
 ln -sfn build-dev build   # test/cuda-ops.test.ts runs the native checks from build/
 export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
-stamp "cuda_ops_check"; ./build-dev/cuda_ops_check 2>&1 | grep -v '^ok ' | tail -6
-stamp "cuda_quant_check"; ./build-dev/cuda_quant_check 2>&1 | grep -v '^ok ' | tail -4
-stamp "graph vs eager"; node scripts/cuda/graph-check.mjs 300 2>&1 | tail -4
-stamp "vitest (MLXB_TEST_CUDA=1)"
-MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-ops.test.ts test/cuda-runop.test.ts test/cuda-quant.test.ts test/addon.test.ts 2>&1 | grep -E 'Test Files|Tests|FAIL|✗|×' | head -12
-stamp "L1"; python3 scripts/cuda/l1_oracle.py test/fixtures/models /tmp/l1 >/dev/null 2>&1 && node scripts/cuda/l1-check.mjs /tmp/l1 2>&1 | tail -14
-while ! grep -q '^exit' /tmp/ck-1b.log; do sleep 1; done
-stamp "bench 1b bf16"; node scripts/bench/bench.mjs --model /tmp/ck-1b --device cuda --runs 2 2>&1 | tail -4
+step cuda_ops_check 120 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check
+step cuda_fused_check 60 'FAIL|PASSED|failures' ./build-dev/cuda_fused_check
+step cuda_quant_check 90 'FAIL|PASSED|failures' ./build-dev/cuda_quant_check
+step graph_check 120 'FAIL|CHECK' node scripts/cuda/graph-check.mjs 100
+step engine_check 150 '.' node scripts/cuda/engine-check.mjs --device cuda test/fixtures/models/llama test/fixtures/models/qwen3 \
+  test/fixtures/models/gemma3_text test/fixtures/models/gemma2
+step quant_l2 120 'FAIL|L2 ' node scripts/cuda/quant-l2-check.mjs
+stamp "L1"
+timeout 150 python3 scripts/cuda/l1_oracle.py test/fixtures/models /tmp/l1 > "$out/l1-oracle.txt" 2>&1 || echo "  (l1 oracle failed)"
+step l1_check 60 '.' node scripts/cuda/l1-check.mjs /tmp/l1
+step vitest_gpu 150 'Test Files|Tests|FAIL|✗|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-ops.test.ts \
+  test/cuda-runop.test.ts test/cuda-quant.test.ts test/addon.test.ts
+serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
+wait_ckpt 1b && {
+  step bench_1b 100 '^prefill|^decode' node scripts/bench/bench.mjs --model /tmp/ck-1b --device cuda --runs 3
+  step serve_1b 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-1b
+  step serve_1b_inv 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-1b --batch-invariant
+}
+[[ $big == 1 ]] && wait_ckpt 8b && {
+  step bench_8b 120 '^prefill|^decode' node scripts/bench/bench.mjs --model /tmp/ck-8b --device cuda --runs 2
+  step serve_8b 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
+  step serve_8b_inv 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 8 --batch-invariant
+}
 stamp "done"

@@ -149,6 +149,30 @@ void check_matmul(int64_t m, int64_t n, int64_t k, DType xd, DType wd, bool bias
   }
 }
 
+// f32 output from bf16 / f16 x and w (the logits path): against the float64 reference at the fp32
+// tier; on the GEMV (M <= 8) also the same accumulator as the half-output matmul, which rounds it.
+void check_matmul_f32_out(int64_t m, int64_t n, int64_t k, DType d) {
+  Pair x = make({m, k}, d), w = make({n, k}, d);
+  Tensor y = poisoned({m, n}, DType::F32), yh = poisoned({m, n}, d);
+  ops::matmul(x.dev, w.dev, nullptr, y);
+  ops::matmul(x.dev, w.dev, nullptr, yh);
+  Vec ref(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) s += x.host[i * k + kk] * w.host[j * k + kk];
+      ref[i * n + j] = s;
+    }
+  Vec got = to_vec(y);
+  const std::string name = "matmul f32 out M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " x=w=" + dn(d);
+  report(name, nmse(got, ref), 1e-7);
+  if (m <= 8) {
+    Vec rounded(got.size());
+    for (size_t i = 0; i < got.size(); ++i) rounded[i] = round_to(got[i], d);
+    report(name + " rounded == half-output matmul", nmse(rounded, to_vec(yh)), 0.0);
+  }
+}
+
 // ---------------------------------------------------------------- norms, softmax, elementwise
 void check_rms_norm(int64_t rows, int64_t h, DType d, bool add_one) {
   Pair x = make({rows, h}, d, -3, 3), w = make({h}, d);
@@ -735,6 +759,8 @@ int main(int argc, char** argv) {
       for (auto [xd, wd] : std::vector<std::pair<DType, DType>>{{F, F}, {F, B}, {B, B}, {H, H}, {F, H}, {B, F}})
         check_matmul(m, n, k, xd, wd, (m + n) % 2 == 1);
     check_matmul(300, 129, 1000, B, B, true);
+    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 4099, 2048}, {5, 1000, 1001}, {9, 300, 264}, {128, 1025, 512}})
+      for (DType d : {B, H}) check_matmul_f32_out(m, n, k, d);
     for (DType d : {F, B, H}) {
       check_rms_norm(5, 4096, d, false);
       check_rms_norm(3, 1001, d, true);

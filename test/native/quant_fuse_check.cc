@@ -1,8 +1,10 @@
 // Fused quantized projections (models/fuse_quant.h through fuse_projections): q/k/v and gate/up
 // of MLX affine-quantized layers stacked into one weight give, bit for bit, the parts' outputs
 // side by side; the parts become views with unchanged results; layers that differ in bits,
-// group size, scale dtype or bias presence are left alone. CPU only (the fused layout is the
-// same on every device). Prints "all quant fuse checks passed" and exits 0 on success.
+// group size, scale dtype or bias presence are left alone; the fused gate/up through
+// qgated_matmul equals gated_act of the parts, and bad qgated_matmul shapes are typed errors.
+// CPU only (the fused layout is the same on every device). Prints "all quant fuse checks passed"
+// and exits 0 on success.
 // Run by test/quant-fuse-native.test.ts.
 #include <cstdio>
 #include <cstring>
@@ -84,6 +86,15 @@ void check_fused(int bits, int gs, DType sd, bool bias, int64_t m) {
   Tensor gu = run(mlp.gate_up, x);
   expect(columns_equal(gu, 0, run(before_mlp.gate, x)) && columns_equal(gu, f, run(before_mlp.up, x)),
          "gate_up output = [gate, up] outputs bit for bit: " + tag);
+  // The one-token MLP path (blocks.cc) runs qgated_matmul on the fused weight: act(gate) * up,
+  // bit for bit what gated_act makes of the two parts' outputs.
+  for (Activation act : {Activation::kSiLU, Activation::kGeluTanh}) {
+    Tensor g = run(before_mlp.gate, x), u = run(before_mlp.up, x), want = Tensor::empty({m, f}, DType::F32);
+    ops::gated_act(g, u, act, want);
+    Tensor got = Tensor::empty({m, f}, DType::F32);
+    ops::qgated_matmul(x, mlp.gate_up.q, nullptr, act, got);
+    expect(same_bits(got, want), "qgated_matmul(gate_up) = gated_act(gate, up) bit for bit: " + tag);
+  }
   expect(same_bits(run(attn.k, x), run(before_attn.k, x)) && same_bits(run(mlp.up, x), run(before_mlp.up, x)) &&
              attn.k.q.packed.storage() == attn.qkv.q.packed.storage(),
          "parts are views of the fused weight with unchanged outputs: " + tag);
@@ -120,6 +131,22 @@ void check_left_alone() {
   }
 }
 
+// A weight without an even row count, or an output that is not half its rows, is a typed error.
+void check_qgated_errors() {
+  const QuantWeight w = quant::quantize(random_f32({6, 64}, 0.05f), 4, 32, DType::BF16);
+  Tensor x = random_f32({1, 64}, 1.0f);
+  for (int64_t cols : {int64_t(2), int64_t(4)}) {
+    Tensor out = Tensor::empty({1, cols}, DType::F32);
+    bool typed = false;
+    try {
+      ops::qgated_matmul(x, w, nullptr, Activation::kSiLU, out);
+    } catch (const Error& e) {
+      typed = e.code() == ErrorCode::kInvalidArgument;
+    }
+    expect(typed, "qgated_matmul with out [1, " + std::to_string(cols) + "] for 6 weight rows is kInvalidArgument");
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -130,6 +157,7 @@ int main() {
     check_fused(3, 128, DType::F16, true, 1);
     check_fused(6, 64, DType::BF16, false, 17);
     check_left_alone();
+    check_qgated_errors();
   } catch (const Error& e) {
     std::printf("FAIL exception: %s\n", e.what());
     return 1;

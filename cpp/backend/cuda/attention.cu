@@ -98,6 +98,7 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
                  TQ* __restrict__ out) {
   __shared__ float qs[kSplitWarps][kMaxDim];
   grid_dependents_may_launch();  // a programmatically launched successor waits for this grid anyway
+  grid_dependency_wait();        // launched programmatically (decode): q and the cache are written before
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int64_t t = blockIdx.x / sh.hkv, g = blockIdx.x % sh.hkv;
   int64_t group = sh.hq / sh.hkv;
@@ -205,9 +206,26 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
   const int split = blockIdx.y, splits = gridDim.y;
   const int64_t j0 = split * keys_per_split;
   int64_t j1 = min(sh.s, j0 + keys_per_split);
-  if (kv_len) j1 = min(j1, static_cast<int64_t>(*kv_len));
   const TKV* kh = k + g * sh.kv_stride;
   const TKV* vh = v + g * sh.kv_stride;
+  // Launched programmatically (decode), this may run before the q/k/v kernel ends: only the first
+  // chunk's key and value rows are pulled into L2 (one of them may still be rewritten; the loads
+  // that count come after the wait, and L2 holds the latest data). kv_len only bounds these
+  // prefetches here; it is read again after the wait.
+  {
+    constexpr int kLines = kD * static_cast<int>(sizeof(TKV)) / 128;  // 128-byte lines per row
+    const int64_t jp = kv_len ? min(j1, static_cast<int64_t>(*kv_len)) : j1;
+    const int64_t n0 = min(static_cast<int64_t>(32), jp - j0);
+    for (int i = threadIdx.x; i < 2 * 32 * kLines; i += kSplitWarps * 32) {
+      const int key = (i >> 1) / kLines, line = (i >> 1) % kLines;
+      if (key < n0) {
+        const TKV* row = ((i & 1) ? vh : kh) + (j0 + key) * kD;
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(row) + line * 128));
+      }
+    }
+  }
+  grid_dependency_wait();
+  if (kv_len) j1 = min(j1, static_cast<int64_t>(*kv_len));  // later slots hold no visible key
   const int qp = q_pos[t];
   const bool active = warp < group;
   const int64_t row = t * sh.hq + g * group + warp;
@@ -340,21 +358,29 @@ static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
                 : sh.d == 64 ? split_kernel<64, true, TQ, TKV>
                 : sh.d == 128 ? split_kernel<128, true, TQ, TKV>
                 : sh.d == 256 ? split_kernel<256, true, TQ, TKV> : split_kernel<0, true, TQ, TKV>;
+  // Decode (a few query rows) is launched programmatically where supported: the kernels wait
+  // for the kernel before them (grid_dependency_wait) before reading q or the cache.
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kSplitWarps * 32);
+  cfg.stream = stream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic_launch() && sh.t <= 8 ? 1 : 0;
   if (splits == 1) {
-    kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
-                                                    k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal, window, per,
-                                                    kv_len, nullptr, nullptr, out.ptr<TQ>());
-    MLXB_CUDA_LAUNCHED("attention (split)");
+    MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(), k_pos.ptr<int32_t>(), sh,
+                                    args.scale, args.softcap, args.causal, window, per, kv_len, static_cast<float*>(nullptr),
+                                    static_cast<int*>(nullptr), out.ptr<TQ>()));
     return;
   }
   Scratch part(rows * splits * (sh.d + 2) * static_cast<int64_t>(sizeof(float)), "the attention split workspace");
   // The last block of each (t, g) column combines the splits (one launch) while the per-column
   // counters suffice; otherwise a second kernel does.
   int* counters = blocks <= kSyncCounters ? sync_counters() : nullptr;
-  kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
-                                                  k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal, window, per,
-                                                  kv_len, part.as<float>(), counters, out.ptr<TQ>());
-  MLXB_CUDA_LAUNCHED("attention (split)");
+  MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(), k_pos.ptr<int32_t>(), sh,
+                                  args.scale, args.softcap, args.causal, window, per, kv_len, part.as<float>(), counters, out.ptr<TQ>()));
   if (counters) return;
   combine_kernel<TQ><<<static_cast<unsigned>(rows), sh.d > 128 ? 256 : 128, 0, stream()>>>(part.as<float>(), static_cast<int>(splits),
                                                                                           sh.d, out.ptr<TQ>());

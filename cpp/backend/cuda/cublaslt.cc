@@ -115,7 +115,7 @@ void open_locked(Lt& l) {
 
 int cuda_type(DType d) { return d == DType::F32 ? kR32F : d == DType::BF16 ? kR16BF : kR16F; }
 
-Plan make_plan(Lt& l, int64_t m, int64_t n, int64_t k, DType dtype) {
+Plan make_plan(Lt& l, int64_t m, int64_t n, int64_t k, DType dtype, DType y_dtype) {
   // Column-major view: Y'[N,M] = W'[K,N]^T · X'[K,M], with W' = w, X' = x, Y' = y as stored.
   Plan p;
   Api& a = l.api;
@@ -126,7 +126,7 @@ Plan make_plan(Lt& l, int64_t m, int64_t n, int64_t k, DType dtype) {
   a.desc_set(p.desc, kDescTransB, &op_n, sizeof(op_n));
   if (a.layout_create(&p.a, t, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k) != 0 ||
       a.layout_create(&p.b, t, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k) != 0 ||
-      a.layout_create(&p.c, t, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n) != 0)
+      a.layout_create(&p.c, cuda_type(y_dtype), static_cast<uint64_t>(n), static_cast<uint64_t>(m), n) != 0)
     return p;
   Pref pref = nullptr;
   if (a.pref_create(&pref) != 0) return p;
@@ -152,14 +152,15 @@ bool cublaslt_available(std::string* why) {
   return l.ok;
 }
 
-bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType dtype, cudaStream_t stream) {
+bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType dtype, DType y_dtype,
+                     cudaStream_t stream) {
   Lt& l = lt();
   std::lock_guard<std::mutex> lock(l.mu);
   open_locked(l);
   if (!l.ok) return false;
-  auto key = std::make_tuple(m, n, k, static_cast<int>(dtype));
+  auto key = std::make_tuple(m, n, k, static_cast<int>(dtype) * 16 + static_cast<int>(y_dtype));
   auto it = l.plans.find(key);
-  if (it == l.plans.end()) it = l.plans.emplace(key, make_plan(l, m, n, k, dtype)).first;
+  if (it == l.plans.end()) it = l.plans.emplace(key, make_plan(l, m, n, k, dtype, y_dtype)).first;
   const Plan& p = it->second;
   if (!p.ok) return false;
   const float alpha = 1.0f, beta = 0.0f;

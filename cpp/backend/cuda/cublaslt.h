@@ -15,9 +15,11 @@ namespace mlxb::cuda {
 // libcublasLt.so.12, libcublasLt.so, then the CUDA toolkit's lib64). `why` says what failed.
 bool cublaslt_available(std::string* why = nullptr);
 
-// Row-major y[M,N] = x[M,K] · w[N,K]^T on `stream`, f32 accumulation. x, w and y of one dtype
-// (f32, bf16 or f16). Returns false when cuBLASLt is missing or has no algorithm for the case
-// (the caller then uses its own kernels); throws on a failure inside cuBLASLt.
-bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType dtype, cudaStream_t stream);
+// Row-major y[M,N] = x[M,K] · w[N,K]^T on `stream`, f32 accumulation. x and w of one dtype
+// (f32, bf16 or f16); y in that dtype or in f32 (`y_dtype`). Returns false when cuBLASLt is
+// missing or has no algorithm for the case (the caller then uses its own kernels); throws on a
+// failure inside cuBLASLt.
+bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType dtype, DType y_dtype,
+                     cudaStream_t stream);
 
 }  // namespace mlxb::cuda

@@ -10,7 +10,8 @@
 // a norm it is normalised there (rms_norm's float32 expressions, and its sum of squares in
 // rms_norm's exact order: the virtual threads of its launch are emulated, then its two-level
 // butterfly). Each warp streams its units' weights through two register buffers (the next
-// chunk in flight while the current one is multiplied) and computes each row with the per-lane
+// chunk in flight while the current one is multiplied; the first two before x is staged) and
+// computes each row with the per-lane
 // order of gemv_kernel (lane-strided 16-byte vectors, fmaf in element order, then warp_sum), so
 // every result is bit-identical to the unfused ops. On Hopper the kernels are launched
 // programmatically (MLXB_CUDA_PDL=0: not): the first weights load while the previous kernel
@@ -150,16 +151,30 @@ __global__ void __launch_bounds__(kThreads, 2) fused_gemv_kernel(Args a) {
     }
   };
   uint4 wa[R][U], wb[R][U];
-  int64_t cu = static_cast<int64_t>(blockIdx.x) * kWarps + warp, cb = 0;
-  if (cu < a.units) load(wa, cu, 0);  // weights never change: loaded before the wait
-  grid_dependency_wait();             // the kernel before this one (writer of x) has finished
+  // Chunks in stream order: batch b of unit u, then the next batch, then unit u + stride.
+  auto advance = [&](int64_t& u, int64_t& b) {
+    if (++b == batches) {
+      b = 0;
+      u += stride;
+    }
+  };
+  int64_t cu = static_cast<int64_t>(blockIdx.x) * kWarps + warp, cb = 0;  // the chunk in wa
+  {
+    int64_t nu = cu, nb = cb;  // the chunk in wb
+    advance(nu, nb);
+    // Weights never change: the first two chunks load before the wait and the staging of x.
+    if (cu < a.units) load(wa, cu, cb);
+    if (nu < a.units) load(wb, nu, nb);
+  }
+  {
+    const T* nw = static_cast<const T*>(a.norm_w);
+    if (nw)
+      for (int64_t i = threadIdx.x; i < vecs; i += kThreads) cp_async16(ns + 8 * i, nw + 8 * i);
+  }
+  grid_dependency_wait();  // the kernel before this one (writer of x) has finished
   {
     const T* x = static_cast<const T*>(a.x);
-    const T* nw = static_cast<const T*>(a.norm_w);
-    for (int64_t i = threadIdx.x; i < vecs; i += kThreads) {
-      cp_async16(xs + 8 * i, x + 8 * i);
-      if (nw) cp_async16(ns + 8 * i, nw + 8 * i);
-    }
+    for (int64_t i = threadIdx.x; i < vecs; i += kThreads) cp_async16(xs + 8 * i, x + 8 * i);
   }
   cp_async_wait_all();
   __syncthreads();
@@ -222,15 +237,10 @@ __global__ void __launch_bounds__(kThreads, 2) fused_gemv_kernel(Args a) {
       }
     }
   };
-  // One chunk: queue the next chunk's loads into `nxt`, multiply `cur`, finish the unit after its
-  // last batch. Returns whether a next chunk exists.
-  auto step = [&](uint4 (&cur)[R][U], uint4 (&nxt)[R][U]) {
-    int64_t nu = cu, nb = cb + 1;
-    if (nb == batches) {
-      nb = 0;
-      nu = cu + stride;
-    }
-    if (nu < a.units) load(nxt, nu, nb);
+  // One chunk: multiply the buffer holding (cu, cb), finish the unit after its last batch, then
+  // refill the buffer with the chunk two ahead (the other buffer holds the next one). Returns
+  // whether a next chunk exists.
+  auto step = [&](uint4 (&cur)[R][U]) {
 #pragma unroll
     for (int q = 0; q < U; ++q) {
       const int64_t v = cb * 32 * U + lane + 32 * q;
@@ -247,11 +257,14 @@ __global__ void __launch_bounds__(kThreads, 2) fused_gemv_kernel(Args a) {
       }
     }
     if (cb == batches - 1) finish(cu);
-    cu = nu;
-    cb = nb;
+    int64_t ru = cu, rb = cb;
+    advance(ru, rb);
+    advance(ru, rb);
+    if (ru < a.units) load(cur, ru, rb);
+    advance(cu, cb);
     return cu < a.units;
   };
-  while (step(wa, wb) && step(wb, wa)) {
+  while (step(wa) && step(wb)) {
   }
 }
 

@@ -2,7 +2,8 @@
 // - M <= 8 (decode): a bandwidth-bound GEMV, one warp per weight row, 16-byte loads of the
 //   weight, every x row applied to each loaded weight vector (gemv_kernel).
 // - larger M with x, w, y of one dtype: cuBLASLt (dlopened; pure float32 compute for f32).
-// y always has x's dtype (the activation dtype); w may differ.
+// y has x's dtype (the activation dtype), w may differ; or y is f32 with x and w both bf16 or
+// both f16 (logits kept in float32: the GEMV and cuBLASLt write the f32 accumulator unrounded).
 // - anything else (mixed dtypes, no cuBLASLt): a tiled SIMT kernel in float32 (gemm_kernel).
 #include "backend/cuda/backend.h"
 #include "backend/cuda/activation.cuh"
@@ -211,8 +212,11 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
   int64_t m = x.numel() / (k == 0 ? 1 : k);
   if (k == 0) m = y.numel() / (n == 0 ? 1 : n);
   if (y.numel() != m * n || y.dim(-1) != n) fail(ErrorCode::kInvalidArgument, "cuda matmul: y must be [M, N]: " + y.describe());
-  if (y.dtype() != x.dtype())
-    fail(ErrorCode::kUnsupported, "cuda matmul: y must have x's dtype (" + x.describe() + " -> " + y.describe() + ")");
+  // f32 output from half-precision x and w of one dtype (logits), else y in x's dtype.
+  const bool wide = y.dtype() == DType::F32 && x.dtype() != DType::F32 && w.dtype() == x.dtype();
+  if (y.dtype() != x.dtype() && !wide)
+    fail(ErrorCode::kUnsupported, "cuda matmul: y must have x's dtype, or be f32 with x and w of one half dtype (" +
+                                      x.describe() + ", " + w.describe() + " -> " + y.describe() + ")");
   if (bias) {
     check_device(*bias, "matmul", "bias"); check_contiguous(*bias, "matmul", "bias");
     if (bias->dtype() != w.dtype() || bias->numel() != n)
@@ -220,12 +224,16 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
   }
   if (m == 0 || n == 0) return;
   if (m <= kGemvMaxRows) {
-    MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, gemv<TX, TW, TX>(x, w, bias, y, m, n, k)));
+    if (wide) {
+      MLXB_FLOAT_SWITCH(x.dtype(), TX, gemv<TX, TX, float>(x, w, bias, y, m, n, k));
+    } else {
+      MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, gemv<TX, TW, TX>(x, w, bias, y, m, n, k)));
+    }
     MLXB_CUDA_LAUNCHED("matmul (gemv)");
     return;
   }
-  bool same = x.dtype() == w.dtype() && w.dtype() == y.dtype() && k > 0;
-  if (same && cublaslt_matmul(x.data(), w.data(), y.data(), m, n, k, w.dtype(), stream())) {
+  bool same = x.dtype() == w.dtype() && k > 0;
+  if (same && cublaslt_matmul(x.data(), w.data(), y.data(), m, n, k, w.dtype(), y.dtype(), stream())) {
     if (bias) {
       MLXB_FLOAT_SWITCH(w.dtype(), TB, MLXB_FLOAT_SWITCH(y.dtype(), TY,
           bias_kernel<TB, TY><<<grid_for(m * n), 256, 0, stream()>>>(y.ptr<TY>(), bias->ptr<TB>(), m, n)));
@@ -235,9 +243,15 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
   }
   if (ceil_div(m, kTile) > 65535) fail(ErrorCode::kUnsupported, "cuda matmul: too many rows for the fallback kernel");
   dim3 grid(static_cast<unsigned>(ceil_div(n, kTile)), static_cast<unsigned>(ceil_div(m, kTile)));
-  MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW,
-      gemm_kernel<TX, TW, TX><<<grid, 256, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), bias ? bias->ptr<TW>() : nullptr, y.ptr<TX>(), m,
-                                                          n, k)));
+  if (wide) {
+    MLXB_FLOAT_SWITCH(x.dtype(), TX,
+        gemm_kernel<TX, TX, float><<<grid, 256, 0, stream()>>>(x.ptr<TX>(), w.ptr<TX>(), bias ? bias->ptr<TX>() : nullptr,
+                                                               y.ptr<float>(), m, n, k));
+  } else {
+    MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW,
+        gemm_kernel<TX, TW, TX><<<grid, 256, 0, stream()>>>(x.ptr<TX>(), w.ptr<TW>(), bias ? bias->ptr<TW>() : nullptr, y.ptr<TX>(), m,
+                                                            n, k)));
+  }
   MLXB_CUDA_LAUNCHED("matmul (gemm)");
 }
 
