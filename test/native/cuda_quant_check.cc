@@ -282,8 +282,8 @@ void bench() {
                   bytes / (ms * 1e-3) / 1e9);
     }
     // M = 1 and 4 with the default kernel; for 4 bits and M = 1 also the other variants
-    // (MLXB_QGEMV_VARIANT: 1 tensor cores without staging, 2 CUDA cores).
-    for (int v : {0, 1, 2}) {
+    // (MLXB_QGEMV_VARIANT, see backend/cuda/qmm.cuh).
+    for (int v : {0, 1, 2, 3, 4, 5, 6, 7}) {
       for (int64_t m : {1, 4}) {
         if (v > 0 && (m > 1 || g.bits != 4)) continue;
         setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
@@ -292,7 +292,7 @@ void bench() {
         int i = 0;
         double ms = time_ms([&] { ops::qmatmul(x, ws[i++ % copies], nullptr, y); }, 200);
         std::printf("qgemv %db g64 M=%ld %-11s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s%s\n", g.bits, (long)m, g.what, (long)g.n, (long)g.k,
-                    ms * 1e3, bytes / (ms * 1e-3) / 1e9, v == 1 ? "  (variant 1: unstaged)" : v == 2 ? "  (variant 2: CUDA cores)" : "");
+                    ms * 1e3, bytes / (ms * 1e-3) / 1e9, v == 0 ? "" : (" (variant " + std::to_string(v) + ")").c_str());
       }
     }
     unsetenv("MLXB_QGEMV_VARIANT");
@@ -308,6 +308,19 @@ void bench() {
   }
 }
 
+// One launch of each GEMV variant on the 8B gate+up shape (for a profiler: --profile).
+void profile() {
+  QuantWeight w = random_device_weight(28672, 4096, 4, 64);
+  Tensor x = host_tensor(random_vec(4096, -1, 1, DType::BF16), {1, 4096}, DType::BF16).to(Device::kCUDA);
+  Tensor y = Tensor::empty({1, 28672}, DType::BF16, Device::kCUDA);
+  for (int v : {0, 1, 2, 3, 4, 5, 6, 7}) {
+    setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
+    ops::qmatmul(x, w, nullptr, y);
+  }
+  unsetenv("MLXB_QGEMV_VARIANT");
+  backend(Device::kCUDA).synchronize();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -316,6 +329,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
+    profile();
+    return 0;
+  }
   try {
     const DType F = DType::F32, B = DType::BF16, H = DType::F16;
     const DType sds[] = {F, B, H}, xds[] = {B, F, H};
