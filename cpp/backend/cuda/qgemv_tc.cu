@@ -250,15 +250,22 @@ bool qgemv_tc_fits(const Params& p, int bits, DType xd) {
          reinterpret_cast<uintptr_t>(p.packed) % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
 }
 
+// The default (variant 0) and variants 7-9, 11: qgemv_tcp for M = 1, then qgemv_tcf; true when one ran.
+static bool fast_paths(const Params& p, DType xd, bool gated, Activation act) {
+  const int v = gemv_variant();
+  if ((v == 0 || v == 8 || v == 9 || v == 11) && qgemv_tcp(p, xd, gated, act, v == 9 ? 3 : 2, v == 11)) return true;
+  return (v == 0 || v == 7) && qgemv_tcf(p, xd, gated, act);
+}
+
 void qgemv_tc_b4(const Params& p, DType xd) {
-  if (gemv_variant() == 7 && qgemv_tcf(p, xd, false, Activation::kSiLU)) return;
+  if (fast_paths(p, xd, false, Activation::kSiLU)) return;
   if (xd == DType::BF16) launch_gs<__nv_bfloat16, false, Activation::kSiLU>(p);
   else launch_gs<__half, false, Activation::kSiLU>(p);
   MLXB_CUDA_LAUNCHED("qmatmul (tensor-core gemv)");
 }
 
 void qgated_tc_b4(const Params& p, DType xd, Activation act) {
-  if (gemv_variant() == 7 && qgemv_tcf(p, xd, true, act)) return;
+  if (fast_paths(p, xd, true, act)) return;
 #define MLXB_QG(A)                                                           \
   if (xd == DType::BF16) launch_gs<__nv_bfloat16, true, Activation::A>(p); \
   else launch_gs<__half, true, Activation::A>(p);
