@@ -6,7 +6,7 @@
 # under each variant of MLXB_L2_VARIANTS (default "0"), the model bench on random-weight 4-bit g64
 # checkpoints for each shape of MLXB_BENCH_SHAPES (default "1b"; written while the build runs)
 # and variant of MLXB_BENCH_VARIANTS (default "0"), and last a profile of one launch per timed
-# variant when ncu exists ($OUT/ncu.txt).
+# variant when ncu exists ($OUT/ncu.txt) and fewer than MLXB_NCU_BEFORE seconds (default 600) have passed.
 #   source .device/prelude.sh; bash scripts/cuda/quant-kernels.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -46,7 +46,7 @@ for s in $shapes; do
     MLXB_QGEMV_VARIANT=$v node scripts/bench/bench.mjs --model "/tmp/ck-$s-q4" --device cuda --runs 2 | grep -E '^(prefill|decode)'
   done
 done
-if command -v ncu >/dev/null; then
+if command -v ncu >/dev/null && [ $(($(date +%s) - t0)) -lt "${MLXB_NCU_BEFORE:-600}" ]; then
   stamp "ncu"
   timeout 30 ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
     ./build-dev/cuda_quant_check --profile > "$out/ncu.txt" 2>&1

@@ -258,7 +258,7 @@ QuantWeight random_device_weight(int64_t n, int64_t k, int bits, int gs) {
 }
 
 // The kernel variants timed (MLXB_QGEMV_VARIANT; 3-6 were slower on the H200 and are left out).
-constexpr int kBenchVariants[] = {0, 2, 7, 9, 10, 11};
+constexpr int kBenchVariants[] = {0, 2, 7, 8, 9, 10, 11};
 
 void bench() {
   std::printf("\n-- timing (bf16 activations, bf16 scales; weights rotated over copies so runs do not hit L2)\n");

@@ -253,7 +253,7 @@ bool qgemv_tc_fits(const Params& p, int bits, DType xd) {
 // The default (variant 0) and variants 7-9, 11: qgemv_tcp for M = 1, then qgemv_tcf; true when one ran.
 static bool fast_paths(const Params& p, DType xd, bool gated, Activation act) {
   const int v = gemv_variant();
-  if ((v == 0 || v == 8 || v == 9 || v == 11) && qgemv_tcp(p, xd, gated, act, v == 9 ? 3 : 2, v == 11)) return true;
+  if ((v == 0 || v == 8 || v == 9 || v == 11) && qgemv_tcp(p, xd, gated, act, v == 9 ? 3 : 2, v == 11, v != 8)) return true;
   return (v == 0 || v == 7) && qgemv_tcf(p, xd, gated, act);
 }
 

@@ -55,7 +55,9 @@ constexpr int kMaxWarps = 16;
 constexpr int kSplitTarget = 2112;  // warps per launch worth splitting K for (132 SMs x 16)
 
 // One group of one tile: the words of rows a and b, lane's x values, the rows' scales and biases.
-template <typename TX, int W>
+// kPaired: each 8-value piece of x is already stored as the pairs (0, 4), (1, 5), (2, 6), (3, 7)
+// that the nibbles of a word meet (see pair_x8), so no permute is needed here.
+template <typename TX, int W, bool kPaired = false>
 __device__ __forceinline__ void group_step(const uint32_t (&wa)[W], const uint32_t (&wb)[W], const uint4 (&xv)[W], float s_a, float b_a,
                                            float s_b, float b_b, float (&acc)[4]) {
   using M = Mma<TX>;
@@ -63,8 +65,8 @@ __device__ __forceinline__ void group_step(const uint32_t (&wa)[W], const uint32
 #pragma unroll
   for (int j = 0; j < W; ++j) {
     const uint4 v = xv[j];
-    const uint32_t x0 = __byte_perm(v.x, v.z, 0x5410), x1 = __byte_perm(v.x, v.z, 0x7632);
-    const uint32_t x2 = __byte_perm(v.y, v.w, 0x5410), x3 = __byte_perm(v.y, v.w, 0x7632);
+    const uint32_t x0 = kPaired ? v.x : __byte_perm(v.x, v.z, 0x5410), x1 = kPaired ? v.y : __byte_perm(v.x, v.z, 0x7632);
+    const uint32_t x2 = kPaired ? v.z : __byte_perm(v.y, v.w, 0x5410), x3 = kPaired ? v.w : __byte_perm(v.y, v.w, 0x7632);
     const uint32_t qa = wa[j], qb = wb[j];
     constexpr uint32_t kLo = 0x000F000Fu;
     const uint32_t a0 = (qa & kLo) | M::kMagic, a1 = ((qa >> 4) & kLo) | M::kMagic;
@@ -81,6 +83,12 @@ __device__ __forceinline__ void group_step(const uint32_t (&wa)[W], const uint32
   acc[1] = fmaf(s_a, cw[1], fmaf(ba, cs[1], acc[1]));
   acc[2] = fmaf(s_b, cw[2], fmaf(bb, cs[0], acc[2]));
   acc[3] = fmaf(s_b, cw[3], fmaf(bb, cs[1], acc[3]));
+}
+
+// The 8 values v0..v7 of a 16-byte piece of x as group_step<kPaired> reads them.
+__device__ __forceinline__ uint4 pair_x8(uint4 v) {
+  return make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
+                    __byte_perm(v.y, v.w, 0x7632));
 }
 
 // Where a warp works: its tile, its K split, the fragment rows a / b of its lane, and the weight

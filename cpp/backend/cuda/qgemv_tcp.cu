@@ -29,16 +29,21 @@ __device__ __forceinline__ float hi16(uint32_t w) {
   else return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
 }
 
-// U 16-bit values from shared memory (U = 4: 8 bytes; U = 2: 4 bytes) as floats.
-template <typename TS, int U>
-__device__ __forceinline__ void lds_u(const unsigned char* p, float (&v)[U]) {
+// U 16-bit values from shared memory (U = 4: 8 bytes; U = 2: 4 bytes), packed two per word.
+template <int U>
+__device__ __forceinline__ void lds_u(const unsigned char* p, uint32_t (&v)[U / 2]) {
   if constexpr (U == 4) {
     const uint2 w = *reinterpret_cast<const uint2*>(p);
-    v[0] = lo16<TS>(w.x); v[1] = hi16<TS>(w.x); v[2] = lo16<TS>(w.y); v[3] = hi16<TS>(w.y);
+    v[0] = w.x; v[1] = w.y;
   } else {
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
-    v[0] = lo16<TS>(w); v[1] = hi16<TS>(w);
+    v[0] = *reinterpret_cast<const uint32_t*>(p);
   }
+}
+
+// Value u (compile-time after unrolling) of packed 16-bit values as a float.
+template <typename TS, int N>
+__device__ __forceinline__ float half16(const uint32_t (&v)[N], int u) {
+  return (u & 1) ? hi16<TS>(v[u >> 1]) : lo16<TS>(v[u >> 1]);
 }
 
 // cp.async of BYTES to a shared address: .cg (L2 only) for streamed weights, .ca for x and the
@@ -109,7 +114,7 @@ __device__ __forceinline__ void epilogue(const Params& p, const TileCoord& c, in
   }
 }
 
-template <typename TX, typename TS, int W, bool kGated, Activation A, int NS>
+template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair>
 __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p, int splits, int tiles_per_block) {
   constexpr int GB = 16 * W;   // bytes of one group in a row
   constexpr int U = 128 / GB;  // groups per stage
@@ -163,11 +168,17 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
     cp_async_wait<NS - 1>();
     __syncwarp();
     const unsigned char* st = stages + (s % NS) * SB;
-    float s_a[U], b_a[U], s_b[U], b_b[U];
-    lds_u<TS, U>(st + kSOff + c.g * 2 * U, s_a);
-    lds_u<TS, U>(st + kSOff + (c.g + 8) * 2 * U, s_b);
-    lds_u<TS, U>(st + kSOff + kScBytes + c.g * 2 * U, b_a);
-    lds_u<TS, U>(st + kSOff + kScBytes + (c.g + 8) * 2 * U, b_b);
+    if constexpr (kPair) {  // each lane pairs the 8 x values it copied, once for all lanes
+      uint4* xs = reinterpret_cast<uint4*>(stages + (s % NS) * SB + kXOff) + c.lane;
+      *xs = pair_x8(*xs);
+      __syncwarp();
+    }
+    // The rows' U scales and biases, packed (converted per group to keep registers free).
+    uint32_t s_a[U / 2], b_a[U / 2], s_b[U / 2], b_b[U / 2];
+    lds_u<U>(st + kSOff + c.g * 2 * U, s_a);
+    lds_u<U>(st + kSOff + (c.g + 8) * 2 * U, s_b);
+    lds_u<U>(st + kSOff + kScBytes + c.g * 2 * U, b_a);
+    lds_u<U>(st + kSOff + kScBytes + (c.g + 8) * 2 * U, b_b);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       uint4 xv[W];
@@ -186,7 +197,7 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
         wa[0] = va.x; wa[1] = va.y;
         wb[0] = vb.x; wb[1] = vb.y;
       }
-      group_step<TX, W>(wa, wb, xv, s_a[u], b_a[u], s_b[u], b_b[u], acc);
+      group_step<TX, W, kPair>(wa, wb, xv, half16<TS>(s_a, u), half16<TS>(b_a, u), half16<TS>(s_b, u), half16<TS>(b_b, u), acc);
     }
     __syncwarp();
   }
@@ -195,7 +206,7 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
   epilogue<TX, kGated, A>(p, c, splits, acc, reinterpret_cast<float*>(stage_mem), NS * SB / 4);
 }
 
-template <typename TX, typename TS, int W, bool kGated, Activation A, int NS>
+template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair>
 void launch_p(const Params& p, int64_t target) {
   constexpr int U = 128 / (16 * W);
   constexpr int kWarpBytes = NS * stage_bytes<W>();
@@ -208,45 +219,45 @@ void launch_p(const Params& p, int64_t target) {
   const int threads = 32 * splits * tpb;
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
-    MLXB_CUDA_OK(cudaFuncSetAttribute(qgemv_tcp_kernel<TX, TS, W, kGated, A, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    MLXB_CUDA_OK(cudaFuncSetAttribute(qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       kPMaxWarps * kWarpBytes));
     configured = true;
   }
   const size_t smem = static_cast<size_t>(threads / 32) * kWarpBytes;
-  qgemv_tcp_kernel<TX, TS, W, kGated, A, NS><<<grid, threads, smem, stream()>>>(p, splits, tpb);
+  qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair><<<grid, threads, smem, stream()>>>(p, splits, tpb);
 }
 
-template <typename TX, typename TS, int W, int NS>
+template <typename TX, typename TS, int W, int NS, bool kPair>
 void launch_act(const Params& p, bool gated, Activation act, int64_t t) {
-  if (!gated) return launch_p<TX, TS, W, false, Activation::kSiLU, NS>(p, t);
+  if (!gated) return launch_p<TX, TS, W, false, Activation::kSiLU, NS, kPair>(p, t);
   switch (act) {
-    case Activation::kSiLU: return launch_p<TX, TS, W, true, Activation::kSiLU, NS>(p, t);
-    case Activation::kGeluExact: return launch_p<TX, TS, W, true, Activation::kGeluExact, NS>(p, t);
-    case Activation::kGeluTanh: return launch_p<TX, TS, W, true, Activation::kGeluTanh, NS>(p, t);
+    case Activation::kSiLU: return launch_p<TX, TS, W, true, Activation::kSiLU, NS, kPair>(p, t);
+    case Activation::kGeluExact: return launch_p<TX, TS, W, true, Activation::kGeluExact, NS, kPair>(p, t);
+    case Activation::kGeluTanh: return launch_p<TX, TS, W, true, Activation::kGeluTanh, NS, kPair>(p, t);
   }
 }
 
-template <typename TX, typename TS, int NS>
+template <typename TX, typename TS, int NS, bool kPair>
 void launch_w(const Params& p, bool gated, Activation act, int64_t t) {
-  if (p.group_size == 64) launch_act<TX, TS, 2, NS>(p, gated, act, t);
-  else launch_act<TX, TS, 4, NS>(p, gated, act, t);
+  if (p.group_size == 64) launch_act<TX, TS, 2, NS, kPair>(p, gated, act, t);
+  else launch_act<TX, TS, 4, NS, kPair>(p, gated, act, t);
 }
 
-template <int NS>
+template <int NS, bool kPair>
 void launch_ns(const Params& p, DType xd, bool gated, Activation act, int64_t t) {
   const bool sb_bf16 = p.sb_code == kBF16;
   if (xd == DType::BF16) {
-    if (sb_bf16) launch_w<__nv_bfloat16, __nv_bfloat16, NS>(p, gated, act, t);
-    else launch_w<__nv_bfloat16, __half, NS>(p, gated, act, t);
+    if (sb_bf16) launch_w<__nv_bfloat16, __nv_bfloat16, NS, kPair>(p, gated, act, t);
+    else launch_w<__nv_bfloat16, __half, NS, kPair>(p, gated, act, t);
   } else {
-    if (sb_bf16) launch_w<__half, __nv_bfloat16, NS>(p, gated, act, t);
-    else launch_w<__half, __half, NS>(p, gated, act, t);
+    if (sb_bf16) launch_w<__half, __nv_bfloat16, NS, kPair>(p, gated, act, t);
+    else launch_w<__half, __half, NS, kPair>(p, gated, act, t);
   }
 }
 
 }  // namespace
 
-bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages, bool fewer_splits) {
+bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages, bool fewer_splits, bool pair_x) {
   if (p.M != 1 || p.sb_code == kF32 || (p.group_size != 64 && p.group_size != 128)) return false;
   const int W = p.group_size / 32, U = 128 / (16 * W);
   const int64_t groups = p.K / p.group_size;
@@ -256,8 +267,9 @@ bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages
       reinterpret_cast<uintptr_t>(p.biases) % align != 0)
     return false;
   const int64_t target = fewer_splits ? kPSplitTarget / 2 : kPSplitTarget;
-  if (stages == 3) launch_ns<3>(p, xd, gated, act, target);
-  else launch_ns<2>(p, xd, gated, act, target);
+  if (stages == 3) launch_ns<3, true>(p, xd, gated, act, target);
+  else if (pair_x) launch_ns<2, true>(p, xd, gated, act, target);
+  else launch_ns<2, false>(p, xd, gated, act, target);
   MLXB_CUDA_LAUNCHED(gated ? "qgated_matmul (tensor-core gemv, M = 1)" : "qmatmul (tensor-core gemv, M = 1)");
   return true;
 }
