@@ -2,10 +2,10 @@
 #include "models/decode_graph.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
+
+#include "models/graph_cache.h"
 
 namespace mlxb {
 
@@ -50,25 +50,10 @@ DecodeGraphs::Entry* DecodeGraphs::capture(std::vector<const void*> key, int64_t
   StepInputs step = base;
   step.pos_dev = view(kPos, 1);
   step.captured = &cs;
-  Backend& be = backend(device_);
-  if (!be.begin_capture()) {
-    disabled_ = true;
-    return nullptr;
-  }
-  try {
-    e->out = body(view(kId, 1), step);
-    e->graph = be.end_capture();
-  } catch (const std::exception& ex) {
-    be.abort_capture();
-    e->out = Outputs();
-    disabled_ = true;  // this model runs its steps eagerly from now on
-    if (std::getenv("MLXB_GRAPH_DEBUG")) std::fprintf(stderr, "mlxb: decode graph capture failed: %s\n", ex.what());
-    return nullptr;
-  }
+  e->graph = record_graph(backend(device_), "decode graph", disabled_, e->out, [&] { return body(view(kId, 1), step); });
+  if (!e->graph) return nullptr;
   ++captures_;
-  if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
-  entries_.push_back(std::move(e));
-  return entries_.back().get();
+  return add_recent(entries_, std::move(e), kMaxEntries);
 }
 
 bool DecodeGraphs::run(int32_t id, CacheSet& caches, const StepInputs& base, const Body& body, float* logits, int32_t* next) {
@@ -93,16 +78,7 @@ bool DecodeGraphs::run(int32_t id, CacheSet& caches, const StepInputs& base, con
   const int64_t pos = caches[0]->length();
   if (pos + 1 > INT32_MAX) return false;
 
-  Entry* e = nullptr;
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    if (entries_[i]->key == key) {
-      std::unique_ptr<Entry> hit = std::move(entries_[i]);
-      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
-      entries_.push_back(std::move(hit));
-      e = entries_.back().get();
-      break;
-    }
-  }
+  Entry* e = find_recent(entries_, key);
   if (!e) e = capture(std::move(key), ring_cap, base, body);
   if (!e) return false;
 

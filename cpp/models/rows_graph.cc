@@ -2,12 +2,11 @@
 #include "models/rows_graph.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 
 #include "core/error.h"
+#include "models/graph_cache.h"
 
 namespace mlxb {
 
@@ -70,16 +69,7 @@ const RowGraphs::Outputs* RowGraphs::run(const std::vector<uint64_t>& key, int64
                                          const std::vector<int32_t>& host, const Body& body) {
   if (disabled_) return nullptr;
   if (static_cast<int64_t>(host.size()) != size(rows, width)) fail(ErrorCode::kInternal, "row graph: input size mismatch");
-  Entry* e = nullptr;
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    if (entries_[i]->key == key) {
-      std::unique_ptr<Entry> hit = std::move(entries_[i]);
-      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
-      entries_.push_back(std::move(hit));
-      e = entries_.back().get();
-      break;
-    }
-  }
+  Entry* e = find_recent(entries_, key);
   Backend& be = backend(device_);
   if (!e) {
     auto seen = std::find(seen_.begin(), seen_.end(), key);
@@ -93,24 +83,10 @@ const RowGraphs::Outputs* RowGraphs::run(const std::vector<uint64_t>& key, int64
     ne->key = key;
     ne->in_dev = Tensor::zeros({size(rows, width)}, DType::I32, device_);
     const Inputs in = views(ne->in_dev, rows, width);
-    if (!be.begin_capture()) {
-      disabled_ = true;
-      return nullptr;
-    }
-    try {
-      ne->out = body(in);
-      ne->graph = be.end_capture();
-    } catch (const std::exception& ex) {
-      be.abort_capture();
-      ne->out = Outputs();
-      disabled_ = true;
-      if (std::getenv("MLXB_GRAPH_DEBUG")) std::fprintf(stderr, "mlxb: batched decode graph capture failed: %s\n", ex.what());
-      return nullptr;
-    }
+    ne->graph = record_graph(be, "batched decode graph", disabled_, ne->out, [&] { return body(in); });
+    if (!ne->graph) return nullptr;
     ++captures_;
-    if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
-    entries_.push_back(std::move(ne));
-    e = entries_.back().get();
+    e = add_recent(entries_, std::move(ne), kMaxEntries);
   }
   be.copy(e->in_dev.data(), device_, host.data(), Device::kCPU, static_cast<int64_t>(host.size() * sizeof(int32_t)));
   e->graph->launch();

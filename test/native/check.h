@@ -1,9 +1,12 @@
 // Shared by the native checks (each test/native/*.cc is its own executable): CHECK reports a
 // failed condition with its place and an optional printf-style message, and counts it in the
-// including file's `failures`; time_ms times a device op.
+// including file's `failures`; time_ms times a device op; nmse compares with a reference; the
+// CUDA checks start with skip_without_cuda() and end with exit_status().
 #pragma once
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "ops/ops.h"
 
@@ -34,4 +37,32 @@ double time_ms(F&& f, int iters, mlxb::Device device = mlxb::Device::kCUDA) {
   for (int i = 0; i < iters; ++i) f();
   mlxb::backend(device).synchronize();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+// Normalized squared error sum((got - ref)^2) / sum(ref^2), in double (the plain sum when ref is
+// all zeros); infinite when the sizes differ or got holds a NaN or infinity.
+template <typename G, typename R>
+double nmse(const std::vector<G>& got, const std::vector<R>& ref) {
+  if (got.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den == 0 ? num : num / den;
+}
+
+// True, after printing "skipped" and why, when there is no CUDA device to check (the check then
+// exits 0: CI builds the CUDA checks, only the device runs them).
+inline bool skip_without_cuda() {
+  if (mlxb::cuda_available()) return false;
+  std::printf("skipped: %s\n", mlxb::cuda_built() ? "no CUDA device" : "built without CUDA");
+  return true;
+}
+
+// Prints the closing PASSED/FAILED line; the exit status for `failures`.
+inline int exit_status(int failures) {
+  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
+  return failures ? 1 : 0;
 }

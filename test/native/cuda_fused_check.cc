@@ -207,10 +207,7 @@ void bench(const Shapes& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!cuda_available()) {
-    std::printf("skipped: %s\n", cuda_built() ? "no CUDA device" : "built without CUDA");
-    return 0;
-  }
+  if (skip_without_cuda()) return 0;
   const bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
   const DType B = DType::BF16, H = DType::F16;
   try {
@@ -248,6 +245,5 @@ int main(int argc, char** argv) {
     std::printf("FAIL exception: %s\n", e.what());
     return 1;
   }
-  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  return exit_status(failures);
 }

@@ -88,17 +88,6 @@ Tensor poisoned(const Shape& shape, DType d) {
   return host_tensor(v, shape, d).to(Device::kCUDA);
 }
 
-double nmse(const Vec& got, const Vec& ref) {
-  if (got.size() != ref.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den == 0 ? num : num / den;
-}
-
 // Tolerance by the dtype the result is computed through: fp32 1e-7 (DESIGN.md); bf16 and f16
 // results are rounded once on output (bf16 relative step 2^-8, so nMSE ~ 1e-6 from rounding alone).
 double tol_for(DType d, double bf16 = 2e-5, double f16 = 2e-6) {
@@ -722,10 +711,7 @@ void bench() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!cuda_available()) {
-    std::printf("skipped: %s\n", cuda_built() ? "no CUDA device" : "built without CUDA");
-    return 0;
-  }
+  if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
   try {
     const DType F = DType::F32, B = DType::BF16, H = DType::F16;
@@ -812,6 +798,5 @@ int main(int argc, char** argv) {
     std::printf("FAIL exception: %s\n", e.what());
     return 1;
   }
-  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  return exit_status(failures);
 }

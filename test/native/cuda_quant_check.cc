@@ -73,17 +73,6 @@ Tensor poisoned(const Shape& shape, DType d) {
   return host_tensor(std::vector<float>(static_cast<size_t>(n), NAN), shape, d).to(Device::kCUDA);
 }
 
-double nmse(const std::vector<float>& got, const std::vector<double>& ref) {
-  if (got.size() != ref.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den == 0 ? num : num / den;
-}
-
 void report(const std::string& name, double e, double tol) {
   bool ok = e <= tol;
   if (!ok) ++failures;
@@ -332,10 +321,7 @@ void profile() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!cuda_available()) {
-    std::printf("skipped: %s\n", cuda_built() ? "no CUDA device" : "built without CUDA");
-    return 0;
-  }
+  if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
   if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
     profile();
@@ -410,6 +396,5 @@ int main(int argc, char** argv) {
     std::printf("FAIL exception: %s\n", e.what());
     return 1;
   }
-  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  return exit_status(failures);
 }

@@ -44,6 +44,28 @@ inline int64_t rows_of(const Tensor& t) {
   return r;
 }
 
+// The checks every op on float32 x and y with a weight w (matmul, the norms) starts with: all three
+// on the host and contiguous, x and y float32, w float32/bfloat16/float16.
+inline void check_f32_x_w_y(const char* op, const Tensor& x, const Tensor& w, const Tensor& y) {
+  check_host(op, "x", x);
+  check_host(op, "w", w);
+  check_host(op, "y", y);
+  check_dtype(op, "x", x, DType::F32);
+  check_dtype(op, "y", y, DType::F32);
+  check_float(op, "w", w);
+}
+
+// The checks of a row normalization (layer_norm, rms_norm): check_f32_x_w_y, x and y of one shape,
+// w of h = x.dim(-1) elements. Returns h.
+inline int64_t check_norm_args(const char* op, const Tensor& x, const Tensor& w, const Tensor& y) {
+  check_f32_x_w_y(op, x, w, y);
+  MLXB_ARG(x.ndim() >= 1 && x.numel() == y.numel() && y.dim(-1) == x.dim(-1), op,
+          "x and y must have the same shape: " + x.describe() + " vs " + y.describe());
+  const int64_t h = x.dim(-1);
+  MLXB_ARG(w.numel() == h, op, "w must have " + std::to_string(h) + " elements, got " + w.describe());
+  return h;
+}
+
 inline float load_f32(const void* base, DType t, int64_t i) {
   switch (t) {
     case DType::F32: return static_cast<const float*>(base)[i];

@@ -29,12 +29,7 @@ void matmul_reference(const float* x, const void* w, DType wt, const float* bias
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   const char* op = "matmul";
-  check_host(op, "x", x);
-  check_host(op, "w", w);
-  check_host(op, "y", y);
-  check_dtype(op, "x", x, DType::F32);
-  check_dtype(op, "y", y, DType::F32);
-  check_float(op, "w", w);
+  check_f32_x_w_y(op, x, w, y);
   MLXB_ARG(w.ndim() == 2, op, "w must be [N, K], got " + w.describe());
   MLXB_ARG(x.ndim() >= 1 && y.ndim() >= 1, op, "x and y need at least one dimension");
   const int64_t n = w.dim(0), k = w.dim(1);

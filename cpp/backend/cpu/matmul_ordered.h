@@ -92,18 +92,10 @@ void gemv_t(const float* x, const void* w, const float* bias, float* y, int64_t 
   const int64_t kv = k / V::kStep * V::kStep, ld = kv + pad_elems<V>();
   const typename V::xin_t* xp = pack_rows<V>(x, M, k, kv, ld);
   constexpr int RB = M <= 2 ? 4 : 2;
-  const int64_t blocks = (n + RB - 1) / RB, es = dtype_size(T);
-  parallel_for(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t r0 = b * RB;
-      if (r0 + RB <= n) {
-        const bool pf = k * es <= kShortRowBytes && r0 + 2 * RB <= n;
-        gemv_rows<V, T, M, RB>(x, xp, ld, w, bias, y, r0, n, k, pf ? static_cast<const char*>(w) + (r0 + RB) * k * es : nullptr);
-      } else {
-        for (int64_t r = r0; r < n; ++r) gemv_rows<V, T, M, 1>(x, xp, ld, w, bias, y, r, n, k);
-      }
-    }
-  });
+  gemv_blocks<RB>(
+      w, n, k, dtype_size(T),
+      [=](int64_t r0, const char* next) { gemv_rows<V, T, M, RB>(x, xp, ld, w, bias, y, r0, n, k, next); },
+      [=](int64_t r) { gemv_rows<V, T, M, 1>(x, xp, ld, w, bias, y, r, n, k); });
 }
 
 template <class V, DType T>

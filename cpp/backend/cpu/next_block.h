@@ -4,10 +4,13 @@
 // prefetcher locks on, so a GEMV block of such rows prefetches the next block (`bytes` from
 // `next`, contiguous) a few cache lines per step of its k loop (`steps` in all). Measured with the
 // AVX2 kernels on the tiny shape: its bf16 LM head ran at ~14 GB/s without it, and decode went
-// from 174 to 400 tok/s with it.
+// from 174 to 400 tok/s with it. gemv_blocks is the block loop both GEMVs (matmul_avx2.cc,
+// matmul_ordered.h) run, which decides when a block prefetches.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+
+#include "core/thread_pool.h"
 
 namespace mlxb::cpu {
 
@@ -23,5 +26,25 @@ struct NextBlock {
   const char* next_;
   int64_t lines_, per_step_, line_ = 0;
 };
+
+// The blocks of a GEMV over the n weight rows of w (k elements of es bytes each), spread over
+// threads: full(r0, next) for each full block of RB rows starting at row r0, with next = the
+// following block's rows when rows are short and a full block follows (to prefetch), else
+// nullptr; then rest(r) for each row of a final partial block.
+template <int RB, typename Full, typename Rest>
+void gemv_blocks(const void* w, int64_t n, int64_t k, int64_t es, const Full& full, const Rest& rest) {
+  const int64_t blocks = (n + RB - 1) / RB;
+  parallel_for(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * RB;
+      if (r0 + RB <= n) {
+        const bool pf = k * es <= kShortRowBytes && r0 + 2 * RB <= n;
+        full(r0, pf ? static_cast<const char*>(w) + (r0 + RB) * k * es : nullptr);
+      } else {
+        for (int64_t r = r0; r < n; ++r) rest(r);
+      }
+    }
+  });
+}
 
 }  // namespace mlxb::cpu

@@ -5,33 +5,14 @@
 
 #include <algorithm>
 
-#include "backend/cpu/qmatmul.h"
-#include "quant/affine.h"
+#include "backend/cpu/qmatmul_simd.h"
+#include "backend/cpu/simd_avx2.h"
 
 namespace mlxb::cpu::qmm {
 namespace {
 
-inline float load_sb(const void* p, DType t, int64_t i) {
-  if (t == DType::F32) return static_cast<const float*>(p)[i];
-  uint16_t h = static_cast<const uint16_t*>(p)[i];
-  if (t == DType::BF16) {  // local, not dtype.h's inline: no AVX copy of a shared inline function
-    uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    __builtin_memcpy(&f, &u, 4);
-    return f;
-  }
-  return _cvtsh_ss(h);
-}
-
 inline __m256 widen8(const uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 template <int BITS, int MT, int NT>
@@ -58,14 +39,7 @@ void tile(const Args& a, int64_t m0, int64_t n0) {
       const int64_t n = n0 + j;
       vs[j] = _mm256_set1_ps(load_sb(sp, st, n * groups + g));
       vb[j] = _mm256_set1_ps(load_sb(bp, st, n * groups + g));
-      if (BITS == 4) {
-        src[j] = packed + n * row_bytes + g * gs / 2;
-      } else if (BITS == 8) {
-        src[j] = packed + n * row_bytes + g * gs;
-      } else {
-        quant::unpack_row(reinterpret_cast<const uint32_t*>(packed + n * row_bytes), g * gs, gs, BITS, buf[j]);
-        src[j] = buf[j];
-      }
+      src[j] = group_bytes<BITS>(packed, row_bytes, n, g, gs, buf[j]);
     }
     for (int64_t c = 0; c < gs; c += 32) {
       const int64_t k = g * gs + c;
@@ -94,7 +68,7 @@ void tile(const Args& a, int64_t m0, int64_t n0) {
     }
   }
   for (int r = 0; r < MT; ++r)
-    for (int j = 0; j < NT; ++j) a.y[(m0 + r) * a.N + n0 + j] = hsum(_mm256_add_ps(acc[r][j][0], acc[r][j][1]));
+    for (int j = 0; j < NT; ++j) a.y[(m0 + r) * a.N + n0 + j] = avx2::hsum(_mm256_add_ps(acc[r][j][0], acc[r][j][1]));
 }
 
 template <int BITS, int MT>

@@ -9,23 +9,10 @@
 
 #include <algorithm>
 
-#include "backend/cpu/qmatmul.h"
-#include "quant/affine.h"
+#include "backend/cpu/qmatmul_simd.h"
 
 namespace mlxb::cpu::qmm {
 namespace {
-
-inline float load_sb(const void* p, DType t, int64_t i) {
-  if (t == DType::F32) return static_cast<const float*>(p)[i];
-  uint16_t h = static_cast<const uint16_t*>(p)[i];
-  if (t == DType::BF16) {  // local, not dtype.h's inline: no AVX copy of a shared inline function
-    uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    __builtin_memcpy(&f, &u, 4);
-    return f;
-  }
-  return _cvtsh_ss(h);
-}
 
 template <int BITS, int MT, int NT>
 void tile(const Args& a, int64_t m0, int64_t n0) {
@@ -54,15 +41,8 @@ void tile(const Args& a, int64_t m0, int64_t n0) {
       const float s = load_sb(sp, st, n * groups + g), b = load_sb(bp, st, n * groups + g);
       vs[j] = _mm512_set1_ps(s);
       vb[j] = _mm512_set1_ps(b);
-      if (BITS == 4) {
-        lut[j] = _mm512_fmadd_ps(iota, vs[j], vb[j]);
-        src[j] = packed + n * row_bytes + g * gs / 2;
-      } else if (BITS == 8) {
-        src[j] = packed + n * row_bytes + g * gs;
-      } else {
-        quant::unpack_row(reinterpret_cast<const uint32_t*>(packed + n * row_bytes), g * gs, gs, BITS, buf[j]);
-        src[j] = buf[j];
-      }
+      if (BITS == 4) lut[j] = _mm512_fmadd_ps(iota, vs[j], vb[j]);
+      src[j] = group_bytes<BITS>(packed, row_bytes, n, g, gs, buf[j]);
     }
     for (int64_t c = 0; c < gs; c += 32) {
       const int64_t k = g * gs + c;

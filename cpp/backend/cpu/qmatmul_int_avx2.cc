@@ -8,29 +8,11 @@
 
 #include <algorithm>
 
-#include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qmatmul_simd.h"
+#include "backend/cpu/simd_avx2.h"
 
 namespace mlxb::cpu::qmm {
 namespace {
-
-inline float load_sb(const void* p, DType t, int64_t i) {
-  if (t == DType::F32) return static_cast<const float*>(p)[i];
-  uint16_t h = static_cast<const uint16_t*>(p)[i];
-  if (t == DType::BF16) {  // local, not dtype.h's inline: no AVX copy of a shared inline function
-    uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    __builtin_memcpy(&f, &u, 4);
-    return f;
-  }
-  return _cvtsh_ss(h);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline __m256i ld(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -109,7 +91,7 @@ void tile(const Args& a, const IntActs& acts, int64_t m0, int64_t n0) {
     }
   }
   for (int r = 0; r < MT; ++r)
-    for (int j = 0; j < NT; ++j) a.y[(m0 + r) * a.N + n0 + j] = hsum(acc[r][j]) + bias_acc[r][j];
+    for (int j = 0; j < NT; ++j) a.y[(m0 + r) * a.N + n0 + j] = avx2::hsum(acc[r][j]) + bias_acc[r][j];
 }
 
 template <int BITS, int BLOCK, int MT>

@@ -25,16 +25,7 @@ void rms_norm_row_dispatch(const float* x, const float* w, float* y, int64_t h, 
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool add_one, Tensor& y) {
   const char* op = "rms_norm";
-  check_host(op, "x", x);
-  check_host(op, "w", w);
-  check_host(op, "y", y);
-  check_dtype(op, "x", x, DType::F32);
-  check_dtype(op, "y", y, DType::F32);
-  check_float(op, "w", w);
-  MLXB_ARG(x.ndim() >= 1 && x.numel() == y.numel() && y.dim(-1) == x.dim(-1), op,
-          "x and y must have the same shape: " + x.describe() + " vs " + y.describe());
-  const int64_t h = x.dim(-1), rows = rows_of(x);
-  MLXB_ARG(w.numel() == h, op, "w must have " + std::to_string(h) + " elements, got " + w.describe());
+  const int64_t h = check_norm_args(op, x, w, y), rows = rows_of(x);
   std::vector<float> wf(static_cast<size_t>(h));
   row_to_f32(w.data(), w.dtype(), h, wf.data());
   if (add_one)

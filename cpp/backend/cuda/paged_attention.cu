@@ -12,6 +12,7 @@
 // - kv_gather: out[h, i, :] = cache[h, slots[i], :] (prefill rows gather once, then use flash).
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
+#include "backend/cuda/paged_attention.cuh"
 
 namespace mlxb::cuda {
 
@@ -56,13 +57,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   float m[kG], l[kG], acc[kG][8];
-#pragma unroll
-  for (int h = 0; h < kG; ++h) {
-    m[h] = -INFINITY;
-    l[h] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
-  }
+  paged_state_init<kG>(m, l, acc);
   const int j_hi = causal ? min(qpos + 1, len) : len;
   const int j_lo = window > 0 ? max(0, qpos - window + 1) : 0;
   const int32_t* trow = table + static_cast<int64_t>(r) * max_blocks;
@@ -102,55 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       m[h] = mn;
     }
   }
-  // Merge the key groups of a warp (lanes with the same `part`), then the warps.
-#pragma unroll
-  for (int o = kLanes; o < 32; o <<= 1) {
-#pragma unroll
-    for (int h = 0; h < kG; ++h) {
-      const float mo = __shfl_xor_sync(0xffffffffu, m[h], o);
-      const float lo = __shfl_xor_sync(0xffffffffu, l[h], o);
-      const float mn = fmaxf(m[h], mo);
-      const float a = mn == -INFINITY ? 0.0f : __expf(m[h] - mn);
-      const float b = mn == -INFINITY ? 0.0f : __expf(mo - mn);
-      l[h] = l[h] * a + lo * b;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float ao = __shfl_xor_sync(0xffffffffu, acc[h][e], o);
-        acc[h][e] = acc[h][e] * a + ao * b;
-      }
-      m[h] = mn;
-    }
-  }
-  __shared__ float s_acc[kWarps][kG][kD];
-  __shared__ float s_m[kWarps][kG], s_l[kWarps][kG];
-  if (sub == 0) {
-#pragma unroll
-    for (int h = 0; h < kG; ++h) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s_acc[warp][h][part * 8 + e] = acc[h][e];
-      if (part == 0) {
-        s_m[warp][h] = m[h];
-        s_l[warp][h] = l[h];
-      }
-    }
-  }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < g * kD; idx += blockDim.x) {
-    const int h = idx / kD, d = idx % kD;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w][h]);
-    float sum = 0.0f, o = 0.0f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float f = __expf(s_m[w][h] - mx);
-        sum += s_l[w][h] * f;
-        o += s_acc[w][h][d] * f;
-      }
-    }
-    out[(qrow * hq + hk * g + h) * kD + d] = from_f32<T>(sum > 0.0f ? o / sum : 0.0f);
-  }
+  paged_merge_store<kLanes, kG, kWarps>(m, l, acc, g, hq, hk, qrow, out);
 }
 
 template <int kLanes, typename T>

@@ -4,10 +4,9 @@
  * median prefill tokens/s, decode tokens/s and time to first token.
  */
 
-import { loadLanguageModel } from '../../generation/index.js';
 import { InvalidArgumentError } from '../../errors.js';
-import { loadProgress, num, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
-import { loadOptions, MODEL_FLAGS, MODEL_HELP } from './options.js';
+import { num, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
+import { loadModel, MODEL_FLAGS, MODEL_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun bench -m <checkpoint-dir> [options]
 
@@ -40,9 +39,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
     const p = intFlag(values['prompt-tokens'], 'prompt-tokens', 128, 1 << 20);
     const n = intFlag(values['gen-tokens'], 'gen-tokens', 64, 1 << 20);
     const repeats = intFlag(values.repeats, 'repeats', 3, 1000);
-    const progress = loadProgress(io, 'loading');
-    const lm = await loadLanguageModel(model, { ...loadOptions(values), onProgress: (x) => progress.update(x.fraction, x.phase) });
-    progress.done();
+    const lm = await loadModel(io, model, values);
     try {
       let s = 12345;
       const prompt = Array.from({ length: p }, () => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s % lm.vocabSize; });

@@ -5,11 +5,10 @@
  */
 import { createInterface } from 'node:readline';
 
-import { loadLanguageModel } from '../../generation/index.js';
 import { InvalidArgumentError } from '../../errors.js';
 import type { ChatMessage } from '../../input/index.js';
-import { loadProgress, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
-import { generateOptions, loadOptions, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
+import { processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
+import { generateOptions, loadModel, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun chat -m <checkpoint-dir> [options]
 
@@ -32,9 +31,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
   process.on('SIGINT', onSigint);
   try {
     const options = generateOptions(values);
-    const progress = loadProgress(io, 'loading');
-    const lm = await loadLanguageModel(model, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
-    progress.done();
+    const lm = await loadModel(io, model, values);
     try {
       if (!lm.chatTemplate) throw new InvalidArgumentError(`${model} has no chat template; use mlx-bun generate --raw`, 'model');
       const system: ChatMessage[] = values.system ? [{ role: 'system', content: values.system }] : [];

@@ -4,10 +4,10 @@
  * (--raw sends it as is). Ctrl-C stops generation cleanly. --stats prints timing to stderr.
  */
 
-import { loadLanguageModel, type GenerationInput } from '../../generation/index.js';
+import type { GenerationInput } from '../../generation/index.js';
 import type { ChatMessage } from '../../input/index.js';
-import { loadProgress, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
-import { generateOptions, loadOptions, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
+import { processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
+import { generateOptions, loadModel, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun generate -m <checkpoint-dir> [options] [prompt]
 
@@ -42,9 +42,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
     const options = { ...generateOptions(values), signal: ac.signal };
     let prompt = values.prompt ?? (positionals.length > 0 ? positionals.join(' ') : undefined);
     if (prompt === undefined) prompt = io.stdin ? (await readAll(io.stdin)).replace(/\n$/, '') : '';
-    const progress = loadProgress(io, 'loading');
-    const lm = await loadLanguageModel(model, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
-    progress.done();
+    const lm = await loadModel(io, model, values);
     try {
       let input: GenerationInput = prompt;
       if (!values.raw && lm.chatTemplate) {

@@ -1,10 +1,11 @@
 /**
- * Flags shared by the commands that generate (generate, chat): model loading and sampling.
+ * Flags shared by the commands that load a model (generate, chat, bench, serve): model loading
+ * (with its progress on stderr) and sampling.
  * Numbers go through unchanged (NaN when not numeric) so the library's validation names the bad flag.
  */
-import type { GenerateOptions, LoadLanguageModelOptions } from '../../generation/index.js';
+import { loadLanguageModel, type GenerateOptions, type LanguageModel, type LoadLanguageModelOptions } from '../../generation/index.js';
 import { InvalidArgumentError } from '../../errors.js';
-import { num } from '../common.js';
+import { loadProgress, num, type CommandIO } from '../common.js';
 
 export const MODEL_FLAGS = {
   model: { type: 'string', short: 'm' },
@@ -46,11 +47,19 @@ export const MODEL_HELP = `model:
 
 type Values = Record<string, string | boolean | string[] | undefined>;
 
-export function loadOptions(v: Values): LoadLanguageModelOptions {
+function loadOptions(v: Values): LoadLanguageModelOptions {
   const o: LoadLanguageModelOptions = {};
   if (v.device !== undefined) o.device = v.device as LoadLanguageModelOptions['device'];
   if (v.dtype !== undefined) o.dtype = v.dtype as LoadLanguageModelOptions['dtype'];
   return o;
+}
+
+/** Loads the checkpoint in `dir` with the --device / --dtype flags, showing the progress on stderr. */
+export async function loadModel(io: CommandIO, dir: string, v: Values): Promise<LanguageModel> {
+  const progress = loadProgress(io, 'loading');
+  const lm = await loadLanguageModel(dir, { ...loadOptions(v), onProgress: (p) => progress.update(p.fraction, p.phase) });
+  progress.done();
+  return lm;
 }
 
 export function generateOptions(v: Values): GenerateOptions {

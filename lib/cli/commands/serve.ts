@@ -7,10 +7,9 @@
 import { basename, resolve } from 'node:path';
 
 import { createInferenceEngine } from '../../execution/index.js';
-import { loadLanguageModel } from '../../generation/index.js';
 import { createServer } from '../../server/index.js';
-import { loadProgress, num, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
-import { loadOptions, MODEL_FLAGS, MODEL_HELP } from './options.js';
+import { num, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
+import { loadModel, MODEL_FLAGS, MODEL_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun serve -m <checkpoint-dir> [options]
 
@@ -45,9 +44,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
   const modelDir = values.model!;
   try {
     const dir = resolve(modelDir);
-    const progress = loadProgress(io, 'loading');
-    const model = await loadLanguageModel(dir, { ...loadOptions(values), onProgress: (p) => progress.update(p.fraction, p.phase) });
-    progress.done();
+    const model = await loadModel(io, dir, values);
     const engine = createInferenceEngine(model, {
       maxRows: num(values['max-rows']),
       maxQueue: num(values['max-queue']),
