@@ -365,6 +365,27 @@ void check_attention(const AttnCase& c) {
   report(name, nmse(to_vec(out), ref), tol_for(c.dt, 1e-4, 1e-5));
 }
 
+// q as the row-strided q columns of a fused [q | k | v] projection must give exactly what the
+// contiguous q gives (the mma kernel reads it in place; short inputs go through a copy).
+void check_attention_strided_q(int64_t t, int64_t hq, int64_t hkv, int64_t d, DType dt) {
+  const int64_t width = (hq + 2 * hkv) * d;
+  Pair qkv = make({t, width}, dt, -2, 2), k = make({hkv, t, d}, dt, -2, 2), v = make({hkv, t, d}, dt);
+  Tensor qs = qkv.dev.as_strided({t, hq, d}, {width, d, 1}, 0);
+  Tensor qc = Tensor::empty({t, hq, d}, dt, Device::kCUDA);
+  for (int64_t i = 0; i < t; ++i) qc.slice_rows(i, i + 1).copy_from(qkv.dev.slice_rows(i, i + 1).reshape({width}).slice_rows(0, hq * d).reshape({1, hq, d}));
+  std::vector<int32_t> pos(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i);
+  Pair p = make_ints(pos);
+  AttentionArgs a;
+  a.scale = 0.1f;
+  Tensor o1 = poisoned({t, hq, d}, dt), o2 = poisoned({t, hq, d}, dt);
+  ops::attention(qc, k.dev, v.dev, p.dev, p.dev, a, o1);
+  ops::attention(qs, k.dev, v.dev, p.dev, p.dev, a, o2);
+  report("attention strided q T=" + std::to_string(t) + " Hq=" + std::to_string(hq) + " Hkv=" + std::to_string(hkv) + " D=" +
+             std::to_string(d) + " " + dn(dt) + " (== contiguous q)",
+         nmse(to_vec(o2), to_vec(o1)), 0.0);
+}
+
 // The kv_len hint of a captured decode step: S is the capacity, later slots are empty (their
 // positions lie in the future); with the hint they are skipped, and the result must not change.
 void check_kv_len_hint(int64_t len, int64_t cap, int64_t d, DType dt) {
@@ -684,16 +705,17 @@ void bench() {
     std::printf("gemm  M=512 %-8s N=%6ld K=%6ld  %8.1f us  %7.1f TFLOP/s\n", g.what, (long)g.n, (long)g.k, ms * 1e3,
                 2.0 * 512 * g.n * g.k / (ms * 1e-3) / 1e12);
   }
-  for (int64_t t : {512, 2048}) {
-    Tensor q = make({t, 32, 128}, DType::BF16).dev, k = make({8, t, 128}, DType::BF16).dev, v = make({8, t, 128}, DType::BF16).dev;
+  for (auto [t, dh] : std::vector<std::pair<int64_t, int64_t>>{{512, 128}, {2048, 128}, {512, 64}}) {
+    Tensor q = make({t, 32, dh}, DType::BF16).dev, k = make({8, t, dh}, DType::BF16).dev, v = make({8, t, dh}, DType::BF16).dev;
     std::vector<int32_t> pos(static_cast<size_t>(t));
     for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i);
-    Tensor p = make_ints(pos).dev, out = Tensor::empty({t, 32, 128}, DType::BF16, Device::kCUDA);
+    Tensor p = make_ints(pos).dev, out = Tensor::empty({t, 32, dh}, DType::BF16, Device::kCUDA);
     AttentionArgs a;
     a.scale = 0.088f;
     double ms = time_ms([&] { ops::attention(q, k, v, p, p, a, out); }, 20);
-    double flops = 4.0 * 32 * 128 * (t * (t + 1) / 2.0);
-    std::printf("flash attention T=S=%ld Hq=32 Hkv=8 D=128 causal  %8.1f us  %6.1f TFLOP/s\n", (long)t, ms * 1e3, flops / (ms * 1e-3) / 1e12);
+    double flops = 4.0 * 32 * dh * (t * (t + 1) / 2.0);
+    std::printf("flash attention T=S=%ld Hq=32 Hkv=8 D=%ld causal  %8.1f us  %6.1f TFLOP/s\n", (long)t, (long)dh, ms * 1e3,
+                flops / (ms * 1e-3) / 1e12);
   }
   for (int64_t s : {512, 4096}) {
     Tensor q = make({1, 32, 128}, DType::BF16).dev, k = make({8, s, 128}, DType::BF16).dev, v = make({8, s, 128}, DType::BF16).dev;
@@ -759,8 +781,23 @@ int main(int argc, char** argv) {
         {"decode rotating", 1, 8, 2, 512, 128, 512, true, 400, 0.0f, true, B},
         {"decode softcap", 3, 16, 8, 777, 256, 800, true, 0, 50.0f, false, B},
         {"long prefill", 1024, 4, 1, 1024, 128, 0, true, 0, 0.0f, false, B},
+        // The mma flash kernel (attention_mma.cu): rows are (token, head of the group) pairs, 64 per
+        // block; odd T, GQA 1/2/4/8, windows, soft-caps, head dims 64/128/256, chunks after a prefix.
+        {"mma gqa 8", 77, 32, 4, 77, 128, 0, true, 0, 0.0f, false, B},
+        {"mma gqa 4 odd T", 333, 16, 4, 333, 128, 0, true, 0, 0.0f, false, B},
+        {"mma mha head 64", 129, 8, 8, 129, 64, 0, true, 0, 0.0f, false, H},
+        {"mma head 256 window softcap", 300, 8, 4, 300, 256, 0, true, 100, 50.0f, false, B},
+        {"mma window gqa 4", 257, 16, 4, 257, 128, 0, true, 64, 0.0f, false, B},
+        {"mma chunk after prefix", 100, 32, 8, 1100, 128, 1200, true, 0, 0.0f, false, B},
+        {"mma rotating slots", 64, 8, 2, 700, 128, 700, true, 512, 0.0f, true, H},
+        {"mma non-causal head 256", 40, 8, 2, 90, 256, 0, false, 0, 0.0f, false, B},
+        {"mma head 64 window softcap", 213, 32, 8, 213, 64, 0, true, 50, 30.0f, false, B},
+        {"mma 16 rows", 16, 4, 4, 16, 128, 0, true, 0, 0.0f, false, B},
     };
     for (const auto& c : cases) check_attention(c);
+    check_attention_strided_q(200, 32, 8, 128, B);
+    check_attention_strided_q(70, 8, 2, 64, H);
+    check_attention_strided_q(5, 8, 2, 128, B);  // under 16 rows: a contiguous copy, other kernels
     check_kv_len_hint(601, 1024, 128, B);
     check_kv_len_hint(3, 4096, 128, B);
     check_kv_len_hint(100, 256, 256, F);
@@ -783,6 +820,8 @@ int main(int argc, char** argv) {
     check_gated_matmul(8, 1000, 512, B, true, Activation::kGeluTanh);  // several rows, GEMV: exact
     check_gated_matmul_rows(32, 14336, 4096, B);
     check_gated_matmul_rows(100, 1000, 520, H);
+    check_gated_matmul_rows(9, 1001, 264, B);  // F % 8 != 0: the scalar activation kernel
+    check_gated_matmul_rows(512, 1024, 256, F);
     check_rope_kv_write_strided(32, 32, 8, 128, B);
     check_rope_kv_write_strided(5, 8, 2, 64, F);
     check_paged_attention(32, 32, 8, 128, B);

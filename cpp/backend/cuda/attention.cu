@@ -367,7 +367,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, c
     check_device(*t, "attention", n); check_float(*t, "attention", n);
   }
   check_device(q_pos, "attention", "q_pos"); check_device(k_pos, "attention", "k_pos");
-  check_contiguous(q, "attention", "q"); check_contiguous(out, "attention", "out");
+  check_contiguous(out, "attention", "out");
   check_contiguous(q_pos, "attention", "q_pos"); check_contiguous(k_pos, "attention", "k_pos");
   if (q_pos.dtype() != DType::I32 || k_pos.dtype() != DType::I32)
     fail(ErrorCode::kInvalidArgument, "cuda attention: positions must be int32");
@@ -391,6 +391,19 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, c
     fail(ErrorCode::kUnsupported, "cuda attention: out must have q's dtype and v k's dtype");
   if (sh.d > kMaxDim) fail(ErrorCode::kUnsupported, "cuda attention: head_dim " + std::to_string(sh.d) + " > 256");
   if (sh.t == 0 || sh.hq == 0 || sh.d == 0) return;
+  if (!q.is_contiguous()) {
+    // Row-strided q (heads and dims contiguous, e.g. the q columns of a fused q/k/v projection):
+    // the mma flash kernel reads it in place, the other kernels from a contiguous copy.
+    if (q.stride(2) != 1 || q.stride(1) != sh.d || q.stride(0) < sh.hq * sh.d)
+      fail(ErrorCode::kInvalidArgument, "cuda attention: q must be contiguous or [T, Hq, D] rows with contiguous heads: " + q.describe());
+    if (sh.t >= 16 && flash_attention_mma(q, q.stride(0), k, v, q_pos, k_pos, args, sh, out)) return;
+    Tensor qc = Tensor::empty(q.shape(), q.dtype(), Device::kCUDA);
+    const size_t es = static_cast<size_t>(dtype_size(q.dtype())), row = static_cast<size_t>(sh.hq * sh.d) * es;
+    MLXB_CUDA_OK(cudaMemcpy2DAsync(qc.data(), row, q.data(), static_cast<size_t>(q.stride(0)) * es, row, static_cast<size_t>(sh.t),
+                                   cudaMemcpyDeviceToDevice, stream()));
+    attention(qc, k, v, q_pos, k_pos, args, out);
+    return;
+  }
   if (flash_attention(q, k, v, q_pos, k_pos, args, sh, out)) return;
   MLXB_FLOAT_SWITCH(q.dtype(), TQ, MLXB_FLOAT_SWITCH(k.dtype(), TKV,
       split_attention<TQ, TKV>(q, k, v, q_pos, k_pos, args, sh, out)));

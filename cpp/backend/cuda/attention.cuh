@@ -24,7 +24,13 @@ __device__ __forceinline__ float score_transform(float dot, float scale, float s
 }
 
 // Returns false when the flash kernel does not cover the case (dtype, head dim, alignment).
+// Tries the register-resident mma.sync kernel (attention_mma.cu) first, then the WMMA one.
 bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
                      const AttentionArgs& args, const AttnShape& sh, Tensor& out);
+
+// The mma.sync kernel (attention_mma.cu) for q rows `q_stride` elements apart ([T, Hq, D] with
+// heads and dims contiguous); false when it does not cover the case (MLXB_FLASH_MMA=0: never).
+bool flash_attention_mma(const Tensor& q, int64_t q_stride, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+                         const Tensor& k_pos, const AttentionArgs& args, const AttnShape& sh, Tensor& out);
 
 }  // namespace mlxb::cuda

@@ -207,6 +207,7 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   DType dt = q.dtype();
   if (sh.t < kFlashMinRows || (dt != DType::BF16 && dt != DType::F16) || k.dtype() != dt) return false;
   if (sh.hq > 65535) return false;
+  if (flash_attention_mma(q, sh.hq * sh.d, k, v, q_pos, k_pos, args, sh, out)) return true;
   auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
   if (!aligned(q) || !aligned(k) || !aligned(v) || sh.kv_stride % 8 != 0) return false;
   auto go = [&](auto tag) {
