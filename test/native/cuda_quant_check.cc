@@ -246,6 +246,9 @@ QuantWeight random_device_weight(int64_t n, int64_t k, int bits, int gs) {
   return w;
 }
 
+// The kernel variants timed (MLXB_QGEMV_VARIANT; 3-6 were slower on the H200 and are left out).
+constexpr int kBenchVariants[] = {0, 2, 7, 8, 9, 10, 11};
+
 void bench() {
   std::printf("\n-- timing (bf16 activations, bf16 scales; weights rotated over copies so runs do not hit L2)\n");
   struct G { int64_t n, k; const char* what; int bits; } gs[] = {
@@ -265,14 +268,19 @@ void bench() {
     if (g.bits == 4 && (std::strcmp(g.what, "8B gate+up") == 0 || std::strcmp(g.what, "1B gate+up") == 0)) {
       Tensor x = host_tensor(random_vec(g.k, -1, 1, DType::BF16), {1, g.k}, DType::BF16).to(Device::kCUDA);
       Tensor y = Tensor::empty({1, g.n / 2}, DType::BF16, Device::kCUDA);
-      int i = 0;
-      double ms = time_ms([&] { ops::qgated_matmul(x, ws[i++ % copies], nullptr, Activation::kSiLU, y); }, 200);
-      std::printf("qgated 4b g64 M=1 %-11s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s\n", g.what, (long)g.n, (long)g.k, ms * 1e3,
-                  bytes / (ms * 1e-3) / 1e9);
+      for (int v : kBenchVariants) {
+        if (v == 2) continue;  // the CUDA-core GEMV has no gated form
+        setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
+        int i = 0;
+        double ms = time_ms([&] { ops::qgated_matmul(x, ws[i++ % copies], nullptr, Activation::kSiLU, y); }, 200);
+        std::printf("qgated 4b g64 M=1 %-11s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s%s\n", g.what, (long)g.n, (long)g.k, ms * 1e3,
+                    bytes / (ms * 1e-3) / 1e9, v == 0 ? "" : (" (variant " + std::to_string(v) + ")").c_str());
+      }
+      unsetenv("MLXB_QGEMV_VARIANT");
     }
     // M = 1 and 4 with the default kernel; for 4 bits and M = 1 also the other variants
-    // (MLXB_QGEMV_VARIANT: 1 tensor cores without staging, 2 CUDA cores).
-    for (int v : {0, 1, 2}) {
+    // (MLXB_QGEMV_VARIANT, see backend/cuda/qmm.cuh).
+    for (int v : kBenchVariants) {
       for (int64_t m : {1, 4}) {
         if (v > 0 && (m > 1 || g.bits != 4)) continue;
         setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
@@ -281,7 +289,7 @@ void bench() {
         int i = 0;
         double ms = time_ms([&] { ops::qmatmul(x, ws[i++ % copies], nullptr, y); }, 200);
         std::printf("qgemv %db g64 M=%ld %-11s N=%6ld K=%6ld  %8.1f us  %7.0f GB/s%s\n", g.bits, (long)m, g.what, (long)g.n, (long)g.k,
-                    ms * 1e3, bytes / (ms * 1e-3) / 1e9, v == 1 ? "  (variant 1: unstaged)" : v == 2 ? "  (variant 2: CUDA cores)" : "");
+                    ms * 1e3, bytes / (ms * 1e-3) / 1e9, v == 0 ? "" : (" (variant " + std::to_string(v) + ")").c_str());
       }
     }
     unsetenv("MLXB_QGEMV_VARIANT");
@@ -297,11 +305,28 @@ void bench() {
   }
 }
 
+// One launch of each GEMV variant on the 8B gate+up shape (for a profiler: --profile).
+void profile() {
+  QuantWeight w = random_device_weight(28672, 4096, 4, 64);
+  Tensor x = host_tensor(random_vec(4096, -1, 1, DType::BF16), {1, 4096}, DType::BF16).to(Device::kCUDA);
+  Tensor y = Tensor::empty({1, 28672}, DType::BF16, Device::kCUDA);
+  for (int v : kBenchVariants) {
+    setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
+    ops::qmatmul(x, w, nullptr, y);
+  }
+  unsetenv("MLXB_QGEMV_VARIANT");
+  backend(Device::kCUDA).synchronize();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
+    profile();
+    return 0;
+  }
   try {
     const DType F = DType::F32, B = DType::BF16, H = DType::F16;
     const DType sds[] = {F, B, H}, xds[] = {B, F, H};
@@ -343,6 +368,18 @@ int main(int argc, char** argv) {
         ++idx;
       }
     check_qgated(1, 1000, 4096, 64, B, B, Activation::kSiLU, false);
+    // One row of x (qgemv_tcp by default): both 16-bit scale dtypes, both group sizes, odd N
+    // (a partial last tile), bias, K from 1 stage per warp to many, one tile (K split 16 ways).
+    idx = 0;
+    for (int gs : {64, 128})
+      for (DType sd : {B, H})
+        for (DType xd : {B, H}) {
+          const Activation acts[] = {Activation::kSiLU, Activation::kGeluExact, Activation::kGeluTanh};
+          check_qmatmul(1, 5 + 131 * idx, 256 * (1 + 3 * idx), 4, gs, sd, xd, idx % 2 == 1);
+          check_qgated(1, 3 + 77 * idx, 256 * (2 + 5 * idx), gs, sd, xd, acts[idx % 3], idx % 2 == 0);
+          ++idx;
+        }
+    check_qmatmul(1, 16, 14336, 4, 64, H, B, true);
     check_qgated(10, 64, 256, 64, B, B, Activation::kSiLU, true);  // above 8 rows: the generic path
     check_qgated(2, 40, 256, 64, B, F, Activation::kSiLU, false);  // f32 activations: generic path
     // qembedding: every width, group size, scale and output dtype, bit-exact.

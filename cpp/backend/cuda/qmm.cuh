@@ -144,8 +144,22 @@ void qgemv_b8(const Params& p, DType xd);
 // gated one (p.N = F outputs per row, weight [gate; up] of 2F rows, bias [2F] optional).
 bool qgemv_tc_fits(const Params& p, int bits, DType xd);
 // MLXB_QGEMV_VARIANT (for kernel timings; read at each launch): 0 or unset, the default; 1, the
-// tensor-core GEMV without shared-memory staging; 2, the CUDA-core GEMV of qgemv.cuh.
+// tensor-core GEMV without shared-memory staging; 2, the CUDA-core GEMV of qgemv.cuh; 3-6 (bf16,
+// group size 64 only) staging with more bytes in flight: 128-byte row pieces x 5 stages, 512 x 2,
+// 512 x 3, 256 x 4; 7, qgemv_tcf.cu (the staged kernel with its per-group overhead removed);
+// 8, qgemv_tcp.cu (M = 1: x, scales and biases in the cp.async pipeline) with 2 stages and x
+// permuted in registers; 9, with 3 stages (x paired in shared memory, as the default);
+// 11, the default's qgemv_tcp with K split for half as many warps;
+// 10, the staged kernel of qgemv_tc.cu (the default before qgemv_tcf). The default runs
+// qgemv_tcp (2 stages) for M = 1, else qgemv_tcf, else the kernels of qgemv_tc.cu.
 int gemv_variant();
+// qgemv_tcf.cu: runs the GEMV (gated: p.N = F, as qgated_tc_b4) and returns true when p fits it
+// (what qgemv_tc_fits checks, plus 16-bit scales, group size 64 or 128, whole stages per row).
+bool qgemv_tcf(const Params& p, DType xd, bool gated, Activation act);
+// qgemv_tcp.cu: the same for M = 1 (stages: 2 or 3 per warp; fewer_splits: K split for ~16
+// instead of ~32 warps per SM; pair_x: x paired once per stage in shared memory, always with 3
+// stages); false when p does not fit it.
+bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages, bool fewer_splits, bool pair_x);
 void qgemv_tc_b4(const Params& p, DType xd);
 void qgated_tc_b4(const Params& p, DType xd, Activation act);
 
