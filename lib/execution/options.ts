@@ -32,7 +32,10 @@ export interface InferenceEngineOptions {
    * CPU; on CUDA this option selects M-independent kernels (slower: see the README). Default false.
    */
   batchInvariant?: boolean | null;
-  /** Greedy requests (no penalties, bias or logprobs) take the argmax on the device instead of copying logits. Default true. */
+  /**
+   * Greedy requests (no penalties, bias or logprobs) take the argmax on the device instead of copying logits, and on a
+   * device model the other requests without logprobs are sampled there too (only token ids come back). Default true.
+   */
   deviceArgmax?: boolean | null;
 }
 
