@@ -64,6 +64,11 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
   }
   logits_.resize(n * static_cast<size_t>(vocab));
   std::vector<int32_t> argmax(n, -1);
+  // Device sampling (a device model, a request without logprobs): only the token comes back.
+  const bool on_device = model_->device() != Device::kCPU;
+  std::vector<SampleArgs> sample(n);
+  std::vector<std::vector<SampleSpecial>> special(n);
+  std::vector<SampleOut> sampled(n);
   std::vector<Model::PagedRow> paged(n);
   for (size_t i = 0; i < n; ++i) {
     const StepRow& r = plan.rows[i];
@@ -72,8 +77,16 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
     paged[i].start = r.start;
     paged[i].blocks = r.blocks;
     if (!r.sample) continue;
-    if (device_argmax_ && plain_greedy(samplers[i]->params())) paged[i].argmax = &argmax[i];
-    else paged[i].logits = logits_.data() + i * static_cast<size_t>(vocab);
+    if (device_argmax_ && plain_greedy(samplers[i]->params())) {
+      paged[i].argmax = &argmax[i];
+    } else if (device_argmax_ && on_device && samplers[i]->device_ok()) {
+      sample[i] = samplers[i]->device_args(special[i]);
+      sample[i].special = special[i].data();
+      paged[i].sample = &sample[i];
+      paged[i].sampled = &sampled[i];
+    } else {
+      paged[i].logits = logits_.data() + i * static_cast<size_t>(vocab);
+    }
   }
   if (!model_->forward_paged(pool_, paged, batch_invariant_)) {
     std::vector<CacheSet> caches(n);
@@ -87,6 +100,7 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
       rows[i].logits = logits_.data() + i * static_cast<size_t>(vocab);
       rows[i].all_rows = false;
       paged[i].argmax = nullptr;
+      paged[i].sample = nullptr;
     }
     model_->forward_rows(rows);
   }
@@ -95,6 +109,7 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
     Sampler& sampler = *samplers[i];
     SampleResult res;
     if (paged[i].argmax) res.token = argmax[i];
+    else if (paged[i].sample) res.token = sampler.device_done(sampled[i]);
     else res = sampler.sample(logits_.data() + i * static_cast<size_t>(vocab));
     if (res.token < 0 || res.token >= vocab) fail(ErrorCode::kInternal, "sampler returned a token outside the vocabulary");
     sampler.accept(res.token);

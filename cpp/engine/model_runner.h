@@ -20,7 +20,9 @@ class ModelRunner : public StepRunner {
  public:
   // batch_invariant: every row's logits equal those it gets alone, also on CUDA (slower; the CPU
   // is batch-invariant anyway). device_argmax: greedy rows without penalties, bias or logprobs
-  // take the argmax where the logits are instead of copying them to the host.
+  // take the argmax where the logits are instead of copying them to the host, and on a device
+  // model the other rows without logprobs are sampled there too (ops::sample: only tokens come
+  // back); false: every row samples from host logits.
   ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64_t num_blocks, bool batch_invariant = false,
               bool device_argmax = true);
   // Registers a sequence before it is submitted (any thread). The prompt fills the penalty window.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -53,14 +55,14 @@ Candidate select_last(std::vector<Candidate>& w, double need) {
 // The same for candidates with weights in (0, 1] (0 < need <= total), in two passes over `c`:
 // a histogram of the weights finds the bucket where the cumulative mass crosses `need` (every
 // lighter bucket ranks below, every heavier one above), then selection runs on that bucket only.
-Candidate nucleus_last(const std::vector<Candidate>& c, double need, std::vector<double>& mass, std::vector<Candidate>& scratch) {
+Candidate nucleus_last(const Candidate* c, size_t n, double need, std::vector<double>& mass, std::vector<Candidate>& scratch) {
   constexpr int kBuckets = 4096;
   auto bucket = [](double w) { return std::clamp(static_cast<int>((1.0 - w) * kBuckets), 0, kBuckets - 1); };
   // Four interleaved histograms, summed afterwards in a fixed order: consecutive tokens of similar
   // weight hit one bucket, and a single histogram made every add wait for the previous one.
   constexpr size_t kWays = 4;  // the sum below names the four
   mass.assign(kWays * kBuckets, 0.0);
-  for (size_t i = 0; i < c.size(); ++i) mass[(i % kWays) * kBuckets + static_cast<size_t>(bucket(c[i].second))] += c[i].second;
+  for (size_t i = 0; i < n; ++i) mass[(i % kWays) * kBuckets + static_cast<size_t>(bucket(c[i].second))] += c[i].second;
   for (size_t j = 0; j < kBuckets; ++j) mass[j] = (mass[j] + mass[kBuckets + j]) + (mass[2 * kBuckets + j] + mass[3 * kBuckets + j]);
   double above = 0;
   int b = 0;
@@ -69,8 +71,8 @@ Candidate nucleus_last(const std::vector<Candidate>& c, double need, std::vector
     above += mass[static_cast<size_t>(b)];
   }
   scratch.clear();
-  for (const Candidate& e : c)
-    if (bucket(e.second) == b) scratch.push_back(e);
+  for (size_t i = 0; i < n; ++i)
+    if (bucket(c[i].second) == b) scratch.push_back(c[i]);
   return select_last(scratch, need - above);
 }
 
@@ -91,12 +93,75 @@ Sampler::Sampler(const SamplingParams& p, int64_t vocab) : params_(p), vocab_(vo
     check(tok >= 0 && tok < vocab, "logitBias", "token id " + std::to_string(tok) + " is outside the vocabulary");
     check(std::isfinite(bias), "logitBias", "values must be finite");
   }
+  for (const auto& e : p.logit_bias) bias_ids_.push_back(e.first);
+  std::sort(bias_ids_.begin(), bias_ids_.end());
+  device_ok_ = device_sampling_enabled() && !p.logprobs && p.top_logprobs == 0 &&
+               (p.top_k == 0 || p.top_k >= vocab || p.top_k <= kDeviceMaxTopK) &&
+               std::adjacent_find(bias_ids_.begin(), bias_ids_.end()) == bias_ids_.end() &&
+               p.logit_bias.size() + static_cast<size_t>(std::min<int64_t>(p.penalty_window, vocab)) <= (size_t{1} << 16);
   if (p.has_seed) {
     rng_.reseed(p.seed);
   } else {
     std::random_device rd;
     rng_.reseed((static_cast<uint64_t>(rd()) << 32) ^ rd());
   }
+}
+
+bool device_sampling_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MLXB_DEVICE_SAMPLING");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+SampleArgs Sampler::device_args(std::vector<SampleSpecial>& special) const {
+  SampleArgs a;
+  a.temperature = params_.temperature;
+  a.inv_temperature = params_.temperature > 0 ? 1.0 / params_.temperature : 0.0;
+  a.top_k = params_.top_k;
+  a.top_p = params_.top_p;
+  a.min_p = params_.min_p;
+  a.repetition_penalty = params_.repetition_penalty;
+  a.presence_penalty = params_.presence_penalty;
+  a.frequency_penalty = params_.frequency_penalty;
+  if (params_.temperature > 0) {
+    Rng next = rng_;
+    a.uniform = next.uniform();
+  }
+  special.clear();
+  for (const auto& [tok, bias] : params_.logit_bias) {
+    SampleSpecial e;
+    e.token = tok;
+    e.bias = bias;
+    e.has_bias = 1;
+    special.push_back(e);
+  }
+  // With every penalty off, process() leaves the window's logits as they are: no entries.
+  const bool penalties = params_.repetition_penalty != 1.0 || params_.presence_penalty != 0.0 || params_.frequency_penalty != 0.0;
+  if (penalties) {
+    for (SampleSpecial& e : special) {
+      const auto it = counts_.find(e.token);
+      if (it != counts_.end()) e.count = it->second;
+    }
+    for (const auto& [tok, count] : counts_) {
+      if (tok < 0 || tok >= vocab_ || std::binary_search(bias_ids_.begin(), bias_ids_.end(), tok)) continue;
+      SampleSpecial e;
+      e.token = tok;
+      e.count = count;
+      special.push_back(e);
+    }
+  }
+  a.n_special = static_cast<int64_t>(special.size());
+  return a;
+}
+
+int32_t Sampler::device_done(const SampleOut& out) {
+  if (out.status == kSampleNaN) fail(ErrorCode::kInternal, "the model produced NaN logits (token " + std::to_string(out.token) + ")");
+  if (out.status == kSampleNoToken) fail(ErrorCode::kInternal, "every logit is -inf: no token can be sampled");
+  if (out.token < 0 || out.token >= vocab_) fail(ErrorCode::kInternal, "device sampling returned a token outside the vocabulary");
+  if (out.status == kSampleDrew) (void)rng_.uniform();
+  return out.token;
 }
 
 void Sampler::accept(int32_t token) {
@@ -133,8 +198,9 @@ void Sampler::process(float* logits) const {
   }
 }
 
-void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>& c) const {
-  // c is not cleared here: its storage (and size) carries over between calls (see below).
+size_t Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>& c) const {
+  // c only grows: the candidates are its first n entries (the count is returned). Shrinking it to
+  // n made the next call's resize value-initialise the regrown tail (a pass over 150k entries).
   float vmax = -std::numeric_limits<float>::infinity();
   int64_t best = -1;
   bool nan = false;
@@ -149,8 +215,9 @@ void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>
   }
   if (best < 0) fail(ErrorCode::kInternal, "every logit is -inf: no token can be sampled");
   if (params_.temperature == 0) {
-    c.assign(1, Candidate(static_cast<int32_t>(best), 1.0));
-    return;
+    if (c.empty()) c.resize(1);
+    c[0] = Candidate(static_cast<int32_t>(best), 1.0);
+    return 1;
   }
 
   const double inv_t = 1.0 / params_.temperature;
@@ -190,45 +257,45 @@ void Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double>>
       std::push_heap(out, out + n, rank);
     }
   }
-  c.resize(n);
-  if (sorted) std::sort_heap(c.begin(), c.end(), rank);
+  if (sorted) std::sort_heap(out, out + n, rank);
   // Weights; the best token has weight 1. Single-precision exp (relative error ~1e-7, far below
   // anything a draw can resolve) is twice as fast as double on a 150k vocabulary.
   if (k != 0)
-    for (auto& e : c) e.second = static_cast<double>(std::exp(static_cast<float>(e.second)));
+    for (size_t i = 0; i < n; ++i) out[i].second = static_cast<double>(std::exp(static_cast<float>(out[i].second)));
   if (params_.top_p < 1.0) {
     double total = 0;
-    for (const auto& e : c) total += e.second;
+    for (size_t i = 0; i < n; ++i) total += out[i].second;
     const double need = params_.top_p * total;
     if (sorted) {
       double cum = 0;
       size_t keep = 0;
-      while (keep < c.size() && cum < need) cum += c[keep++].second;
-      c.resize(keep);
+      while (keep < n && cum < need) cum += out[keep++].second;
+      n = keep;
     } else {
       // The nucleus without sorting the vocabulary: find the last token it takes by selection,
       // then keep every candidate ranked at or above it, still in id order.
-      const Candidate last = nucleus_last(c, need, mass_, select_);
-      c.erase(std::remove_if(c.begin(), c.end(), [&](const auto& e) { return rank(last, e); }), c.end());
+      const Candidate last = nucleus_last(out, n, need, mass_, select_);
+      n = static_cast<size_t>(std::remove_if(out, out + n, [&](const auto& e) { return rank(last, e); }) - out);
     }
   }
   if (params_.min_p > 0) {
     // Relative to the most likely token, whose weight is 1 after the shift above.
     const double cut = params_.min_p;
-    c.erase(std::remove_if(c.begin(), c.end(), [cut](const auto& e) { return e.second < cut; }), c.end());
+    n = static_cast<size_t>(std::remove_if(out, out + n, [cut](const auto& e) { return e.second < cut; }) - out);
   }
   // Draw order: by rank after top-k, by id otherwise; both fixed for given logits.
+  return n;
 }
 
 std::vector<float> Sampler::distribution(const float* logits) const {
   std::vector<float> x(logits, logits + vocab_);
   process(x.data());
   std::vector<Candidate> c;
-  candidates(x.data(), c);
+  const size_t n = candidates(x.data(), c);
   double total = 0;
-  for (const auto& e : c) total += e.second;
+  for (size_t i = 0; i < n; ++i) total += c[i].second;
   std::vector<float> p(static_cast<size_t>(vocab_), 0.f);
-  for (const auto& e : c) p[static_cast<size_t>(e.first)] = static_cast<float>(e.second / total);
+  for (size_t i = 0; i < n; ++i) p[static_cast<size_t>(c[i].first)] = static_cast<float>(c[i].second / total);
   return p;
 }
 
@@ -237,20 +304,20 @@ SampleResult Sampler::sample(const float* logits) {
   x.assign(logits, logits + vocab_);
   process(x.data());
   std::vector<Candidate>& c = cand_;
-  candidates(x.data(), c);
+  const size_t n = candidates(x.data(), c);
 
   SampleResult r;
-  if (c.size() == 1) {
+  if (n == 1) {
     r.token = c[0].first;
   } else {
     double total = 0;
-    for (const auto& e : c) total += e.second;
+    for (size_t i = 0; i < n; ++i) total += c[i].second;
     const double u = rng_.uniform() * total;
     double cum = 0;
-    r.token = c.back().first;  // u * total rounded up to total: the last candidate
-    for (const auto& e : c) {
-      cum += e.second;
-      if (u < cum) { r.token = e.first; break; }
+    r.token = c[n - 1].first;  // u * total rounded up to total: the last candidate
+    for (size_t i = 0; i < n; ++i) {
+      cum += c[i].second;
+      if (u < cum) { r.token = c[i].first; break; }
     }
   }
 

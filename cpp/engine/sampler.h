@@ -6,7 +6,10 @@
 // Each filter sees the distribution the previous one left (renormalised); ties in ranking go to
 // the lower token id, so results do not depend on sort stability. Options arrive validated from
 // TypeScript (lib/sampling); the constructor re-checks ranges and throws kInvalidArgument.
-// Not here: grammar masks, batching; this is one row at a time on host memory.
+// Not here: grammar masks, batching; this is one row at a time on host memory. Device sampling
+// (ops::sample, one launch for a batch of rows) uses device_args / device_done below: the same
+// chain where the logits are, with the uniform this sampler would draw next, so a seeded request
+// picks the same tokens on both (up to ties at float rounding). Requests with logprobs stay here.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "engine/rng.h"
+#include "ops/ops.h"
 
 namespace mlxb {
 
@@ -45,6 +49,9 @@ struct SampleResult {
   std::vector<TokenLogprob> top;       // top_logprobs best alternatives, best first
 };
 
+// Device sampling is on unless MLXB_DEVICE_SAMPLING=0 (read once).
+bool device_sampling_enabled();
+
 class Sampler {
  public:
   Sampler(const SamplingParams& params, int64_t vocab);
@@ -66,12 +73,28 @@ class Sampler {
   // accept the token: the caller does once it is committed.
   SampleResult sample(const float* logits);
 
+  // Whether this request can be sampled on the device (no logprobs, top-k off or <=
+  // kDeviceMaxTopK, bias token ids unique) - and device sampling is not switched off
+  // (MLXB_DEVICE_SAMPLING=0).
+  bool device_ok() const { return device_ok_; }
+  // The arguments of the next draw for ops::sample: bias and penalty counts as special tokens
+  // (into `special`; args.special is left for the caller to point at it), and the uniform the
+  // next host draw would use (peeked: the generator moves only in device_done).
+  SampleArgs device_args(std::vector<SampleSpecial>& special) const;
+  // Takes the device result of those arguments: advances the generator when the draw used the
+  // uniform, throws the host's kInternal errors for NaN / all -inf logits. Returns the token.
+  // Does not accept the token (as sample()).
+  int32_t device_done(const SampleOut& out);
+
  private:
-  // Kept candidates (token, unnormalised weight) after temperature and filters, into `out`.
-  void candidates(const float* processed, std::vector<std::pair<int32_t, double>>& out) const;
+  // Kept candidates (token, unnormalised weight) after temperature and filters: the first n
+  // entries of `out` (n returned; `out` only grows, its storage is reused between calls).
+  size_t candidates(const float* processed, std::vector<std::pair<int32_t, double>>& out) const;
 
   SamplingParams params_;
   int64_t vocab_;
+  bool device_ok_ = false;
+  std::vector<int32_t> bias_ids_;  // logit_bias token ids, sorted
   Rng rng_;
   std::deque<int32_t> window_;
   std::unordered_map<int32_t, int32_t> counts_;  // occurrences inside window_

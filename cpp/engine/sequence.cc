@@ -26,7 +26,7 @@ Sequence::Sequence(std::shared_ptr<Model> model, const SamplingParams& params, i
 
 Sequence::~Sequence() { --g_live; }
 
-void Sequence::forward(const int32_t* ids, int64_t t) {
+void Sequence::check(const int32_t* ids, int64_t t) const {
   if (length_ + t > max_tokens_) {
     fail(ErrorCode::kInvalidArgument, "sequence would exceed its capacity of " + std::to_string(max_tokens_) + " tokens", "maxTokens");
   }
@@ -36,24 +36,48 @@ void Sequence::forward(const int32_t* ids, int64_t t) {
       fail(ErrorCode::kInvalidArgument, "token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(vocab) + ")", "input");
     }
   }
+}
+
+void Sequence::forward(const int32_t* ids, int64_t t) {
+  check(ids, t);
   model_->forward(ids, t, caches_, logits_.data(), false);
   length_ += t;
+}
+
+SampleResult Sequence::forward_sample(const int32_t* ids, int64_t t) {
+  if (sampler_.device_ok() && model_->device() != Device::kCPU) {
+    check(ids, t);
+    std::vector<SampleSpecial> special;
+    SampleArgs args = sampler_.device_args(special);
+    args.special = special.data();
+    SampleOut out;
+    if (model_->forward_sample(ids, t, caches_, args, out)) {
+      length_ += t;
+      SampleResult r;
+      r.token = sampler_.device_done(out);
+      return r;
+    }
+  }
+  forward(ids, t);
+  return sampler_.sample(logits_.data());
 }
 
 SampleResult Sequence::prefill(const int32_t* ids, int64_t n, int64_t chunk) {
   if (n <= 0) fail(ErrorCode::kInvalidArgument, "the prompt is empty", "input");
   if (length_ != 0) fail(ErrorCode::kInvalidArgument, "prefill on a sequence that already ran", "input");
   chunk = std::max<int64_t>(1, chunk);
-  for (int64_t off = 0; off < n; off += chunk) forward(ids + off, std::min(chunk, n - off));
+  check(ids, n);
+  int64_t off = 0;
+  for (; n - off > chunk; off += chunk) forward(ids + off, chunk);
   sampler_.accept(ids, n);
-  return sampler_.sample(logits_.data());
+  return forward_sample(ids + off, n - off);
 }
 
 SampleResult Sequence::step(int32_t token) {
   if (length_ == 0) fail(ErrorCode::kInvalidArgument, "step before prefill", "input");
-  forward(&token, 1);
+  check(&token, 1);
   sampler_.accept(token);
-  return sampler_.sample(logits_.data());
+  return forward_sample(&token, 1);
 }
 
 }  // namespace mlxb

@@ -1,7 +1,9 @@
 // One generation request's native state: the model's KV caches for this sequence, its sampler and
 // a logits buffer. prefill() runs the prompt and samples the first token; step() feeds back the
 // last sampled token and samples the next, so each generated token is one call (forward + sample)
-// with no logits crossing into JS. Not thread-safe: one call at a time (the addon enforces it).
+// with no logits crossing into JS. On a device model only the token crosses to the host (device
+// sampling, unless the request asks for logprobs: those sample from host logits). Not
+// thread-safe: one call at a time (the addon enforces it).
 // live() counts sequences alive in the process so tests can see that state is released.
 #pragma once
 #include <cstdint>
@@ -33,7 +35,11 @@ class Sequence {
   static int64_t live();
 
  private:
+  void check(const int32_t* ids, int64_t t) const;  // capacity and token ids
   void forward(const int32_t* ids, int64_t t);
+  // Runs ids and samples the token after them: on the device (Model::forward_sample) when the
+  // sampler allows it and the model has such a path, else host logits + Sampler::sample.
+  SampleResult forward_sample(const int32_t* ids, int64_t t);
 
   std::shared_ptr<Model> model_;
   int64_t max_tokens_;

@@ -97,6 +97,7 @@ bool DecodeGraphs::run(int32_t id, CacheSet& caches, const StepInputs& base, con
   Backend& be = backend(device_);
   be.copy(e->in_dev.data(), device_, in.data(), Device::kCPU, static_cast<int64_t>(in.size() * sizeof(int32_t)));
   e->graph->launch();
+  last_ = &e->out;
   for (auto& c : caches) c->commit(&p32, 1);
   if (logits) be.copy(logits, Device::kCPU, e->out.logits.data(), device_, e->out.logits.nbytes());
   if (next) be.copy(next, Device::kCPU, e->out.next.data(), device_, sizeof(int32_t));

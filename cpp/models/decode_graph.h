@@ -35,6 +35,8 @@ class DecodeGraphs {
   bool run(int32_t id, CacheSet& caches, const StepInputs& base, const Body& body, float* logits, int32_t* next);
 
   int64_t captures() const { return captures_; }
+  // The device outputs of the last successful run() (valid until the next one).
+  const Outputs* last() const { return last_; }
 
  private:
   struct Entry;
@@ -44,6 +46,7 @@ class DecodeGraphs {
   std::vector<std::unique_ptr<Entry>> entries_;  // least recently used first
   bool disabled_ = false;
   int64_t captures_ = 0;
+  const Outputs* last_ = nullptr;
 };
 
 // Whether decode graphs are wanted: on unless MLXB_CUDA_GRAPH=0 (read when a model loads).

@@ -113,6 +113,23 @@ class Decoder final : public Model {
     return next;
   }
 
+  // Samples where the logits are (ops::sample): the CUDA path of Sequence; the CPU samples on the host.
+  bool forward_sample(const int32_t* ids, int64_t t, CacheSet& caches, const SampleArgs& args, SampleOut& res) override {
+    if (device_ == Device::kCPU) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t start = check_inputs(ids, t, caches);
+    std::vector<SampleArgs> rows(1, args);
+    rows[0].row = 0;
+    if (t == 1 && graph_step(ids[0], start, caches, nullptr, nullptr)) {
+      ops::sample(graphs_->last()->logits, rows, &res);
+      return true;
+    }
+    StepInputs step = prepare(start, t);
+    Tensor out = compute(upload_ids(ids, t), step, caches, false);
+    ops::sample(out, rows, &res);
+    return true;
+  }
+
   // Batched rows (decoder_rows.cc).
   void forward_rows(const std::vector<Row>& rows) override {
     std::lock_guard<std::mutex> lock(mu_);

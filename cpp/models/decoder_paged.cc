@@ -31,23 +31,38 @@ void check_blocks(const PagedSpec& ps, const Model::PagedRow& r) {
     if (blk < 0 || blk >= ps.num_blocks) fail(ErrorCode::kInternal, "paged row: block id outside the pool");
 }
 
+// The row's last position is needed: its logits, argmax or a device-sampled token.
+bool wants_output(const Model::PagedRow& r) { return r.logits || r.argmax || (r.sample && r.sampled); }
+
 bool same_rope(const RopeArgs& a, const RopeArgs& c) {
   return a.inv_freq.defined() == c.inv_freq.defined() && (!a.inv_freq.defined() || a.inv_freq.data() == c.inv_freq.data()) &&
          a.mscale == c.mscale;
 }
 
-// Hands each sampled row its argmax and/or logits from the step's device outputs (rows in plan
-// order; `out` row k belongs to the k-th row that asked for something).
+// Hands each sampled row its argmax, device-sampled token and/or logits from the step's device
+// outputs (rows in plan order; `out` row k belongs to the k-th row that asked for something).
 void deliver(const DecoderParts& d, const std::vector<Model::PagedRow>& rows, const Tensor& out, const Tensor* next) {
   std::vector<float*> dst;
+  std::vector<SampleArgs> sample;
+  std::vector<SampleOut*> sampled;
   bool any_argmax = false, any_logits = false;
   for (const Model::PagedRow& r : rows) {
-    if (!r.logits && !r.argmax) continue;
+    if (!wants_output(r)) continue;
+    if (r.sample && r.sampled) {
+      sample.push_back(*r.sample);
+      sample.back().row = static_cast<int64_t>(dst.size());
+      sampled.push_back(r.sampled);
+    }
     dst.push_back(r.logits);
     any_argmax = any_argmax || r.argmax;
     any_logits = any_logits || r.logits;
   }
   if (dst.empty()) return;
+  if (!sample.empty()) {
+    std::vector<SampleOut> res(sample.size());
+    ops::sample(out, sample, res.data());
+    for (size_t k = 0; k < res.size(); ++k) *sampled[k] = res[k];
+  }
   if (any_argmax) {
     Tensor am;
     if (next) {
@@ -60,7 +75,7 @@ void deliver(const DecoderParts& d, const std::vector<Model::PagedRow>& rows, co
     backend(d.device).copy(host.data(), Device::kCPU, am.data(), d.device, static_cast<int64_t>(host.size() * sizeof(int32_t)));
     size_t k = 0;
     for (const Model::PagedRow& r : rows) {
-      if (!r.logits && !r.argmax) continue;
+      if (!wants_output(r)) continue;
       if (r.argmax) *r.argmax = host[k];
       ++k;
     }
@@ -77,7 +92,7 @@ bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vect
   const int64_t bs = ps.block_size, n = static_cast<int64_t>(rows.size());
   int64_t max_len = 1;
   for (const Model::PagedRow& r : rows) {
-    if (r.t != 1 || (!r.logits && !r.argmax)) return false;
+    if (r.t != 1 || !wants_output(r)) return false;
     max_len = std::max(max_len, r.start + 1);
   }
   if (!d.rope_global->fixed(max_len) || (d.rope_local && !d.rope_local->fixed(max_len))) return false;
@@ -207,7 +222,7 @@ void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::
     b.ids.insert(b.ids.end(), r.ids, r.ids + r.t);
     for (int64_t p = r.start; p < len; ++p)
       slots.push_back(static_cast<int32_t>((*r.blocks)[static_cast<size_t>(p / bs)] * bs + p % bs));
-    if (r.logits || r.argmax) sel.push_back(static_cast<int32_t>(b.total + r.t - 1));
+    if (wants_output(r)) sel.push_back(static_cast<int32_t>(b.total + r.t - 1));
     if (cuda_fast && r.t > kPagedMaxQuery) {
       long_rows.push_back(i);
       gather_off.push_back(static_cast<int64_t>(gather.size()));

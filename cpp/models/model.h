@@ -15,6 +15,8 @@
 namespace mlxb {
 
 class PagedKVPool;
+struct SampleArgs;  // ops/ops.h
+struct SampleOut;
 
 struct LoadOptions {
   Device device = Device::kCPU;
@@ -60,6 +62,18 @@ class Model {
     return static_cast<int32_t>(best);
   }
 
+  // Sampling step: as forward() with all_rows = false, then ops::sample of the last row's logits
+  // under `args` where the logits are (only `out` comes back). False: the family has no such path
+  // and nothing was run (the caller uses forward() and samples on the host).
+  virtual bool forward_sample(const int32_t* ids, int64_t t, CacheSet& caches, const SampleArgs& args, SampleOut& out) {
+    (void)ids;
+    (void)t;
+    (void)caches;
+    (void)args;
+    (void)out;
+    return false;
+  }
+
   // --- batched execution (the engine's runner). Additive; the defaults keep every family working.
   struct Row {
     const int32_t* ids = nullptr;  // t tokens at positions caches.length() ...
@@ -83,6 +97,8 @@ class Model {
     float* logits = nullptr;    // non-null: f32 [1, vocab] logits of the last token are written here
     int32_t* argmax = nullptr;  // non-null: the argmax of those logits (ops::argmax: first maximum),
                                 // computed where the logits are (no logits copy needed)
+    const SampleArgs* sample = nullptr;  // non-null (with sampled): ops::sample of those logits under
+    SampleOut* sampled = nullptr;        // these args (args.row is set by the model), result here
   };
   // Runs independent sequences over a paged KV pool in one pass: every linear runs once over all
   // rows' tokens. Rows with neither logits nor argmax only write their KV. Returns false when

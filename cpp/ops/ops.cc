@@ -25,6 +25,7 @@ void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, b
   backend(y.device()).add_rms_norm(x, branch, w, eps, add_one, y);
 }
 void argmax(const Tensor& x, Tensor& out) { backend(x.device()).argmax(x, out); }
+void sample(const Tensor& logits, const std::vector<SampleArgs>& rows, SampleOut* out) { backend(logits.device()).sample(logits, rows, out); }
 void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
                    Tensor& k_cache, Tensor& v_cache) {
   backend(k_cache.device()).rope_kv_write(q, k, v, positions, args, slots, k_cache, v_cache);

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -63,6 +64,38 @@ struct PagedAttentionRows {
   int64_t max_q_count = 0;  // max over q_count (bounds the launch)
   int64_t max_kv_len = 0;   // max over kv_len
 };
+
+// One row of Backend::sample: the chain of engine/sampler.h (logit bias -> repetition / presence /
+// frequency penalties -> temperature == 0: argmax | temperature -> top-k -> top-p -> min-p -> draw
+// with `uniform` from the renormalised rest; ties rank to the lower id). `special` lists each token
+// with a bias and/or a penalty count once (unique ids), in host memory.
+struct SampleSpecial {
+  int32_t token = 0;
+  int32_t count = 0;   // occurrences in the penalty window (0: bias only)
+  float bias = 0.f;    // added first
+  int32_t has_bias = 0;
+};
+struct SampleArgs {
+  int64_t row = 0;                  // row of the logits
+  double temperature = 0.0;         // 0: greedy
+  double inv_temperature = 0.0;     // 1 / temperature (the host sampler's double)
+  int64_t top_k = 0;                // 0 or >= vocab: off
+  double top_p = 1.0, min_p = 0.0;
+  double repetition_penalty = 1.0, presence_penalty = 0.0, frequency_penalty = 0.0;
+  double uniform = 0.0;             // the draw, in [0, 1)
+  const SampleSpecial* special = nullptr;
+  int64_t n_special = 0;
+};
+// What comes back per row: the token, and whether the draw used `uniform` (kSampleDrew) or there
+// was nothing to draw from (greedy, or one candidate left: kSampleSingle). kSampleNaN: the row has
+// NaN logits (token = the first one); kSampleNoToken: every logit is -inf.
+enum SampleStatus : int32_t { kSampleDrew = 0, kSampleSingle = 1, kSampleNaN = -1, kSampleNoToken = -2 };
+struct SampleOut {
+  int32_t token = 0;
+  int32_t status = 0;
+};
+// The largest top_k Backend::sample takes on CUDA (larger: sample on the host).
+constexpr int64_t kDeviceMaxTopK = 1024;
 
 // MLX affine-quantized linear weight: w = scale * q + bias per group of `group_size` along K.
 // q packed little-endian into uint32 words exactly as MLX packs them ([N, K * bits / 32]);
@@ -145,6 +178,12 @@ class Backend {
   virtual void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y);
   // out[r] = index of the first maximum of row r of x [R, N] (i32 [R]); NaN never wins
   virtual void argmax(const Tensor& x, Tensor& out);
+  // One token per entry of `rows` from logits [R, V] (float dtypes) under that entry's SampleArgs;
+  // out (host) gets rows.size() results. The generic op takes a contiguous float32 CPU tensor and
+  // runs the chain with a full sort (a reference); CUDA samples where the logits are (top_k <=
+  // kDeviceMaxTopK) and copies back only the results. Ties of the sums decide the same way up to
+  // float rounding (the order of summation differs).
+  virtual void sample(const Tensor& logits, const std::vector<SampleArgs>& rows, SampleOut* out);
   // out[M,F] = act(gate) * up with gate = x·w[0:F]^T, up = x·w[F:2F]^T (+ the matching halves of
   // bias [2F]) for a fused [gate; up] weight w [2F, K]: the results of matmul then gated_act
   // (gate and up rounded to out's dtype first)
@@ -210,6 +249,7 @@ void paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Pa
                      const AttentionArgs& args, Tensor& out);
 void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y);
 void argmax(const Tensor& x, Tensor& out);
+void sample(const Tensor& logits, const std::vector<SampleArgs>& rows, SampleOut* out);
 void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
 void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out);
 void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,

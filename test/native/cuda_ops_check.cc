@@ -4,6 +4,7 @@
 // Without a GPU it prints "skipped" and exits 0 (CI builds it; only the device runs it).
 //   cuda_ops_check            all cases
 //   cuda_ops_check --bench    also times GEMV / GEMM / attention at Llama-3 8B shapes
+//   cuda_ops_check --sample   only the device sampling checks, then their timing
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "ops/ops.h"
 
 #include "check.h"
+#include "sample_check.h"
 
 using namespace mlxb;
 using Vec = std::vector<double>;
@@ -735,6 +737,16 @@ void bench() {
 int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--sample") == 0) {
+    try {
+      sample_check::run(Device::kCUDA, true, failures);
+      sample_check::bench(Device::kCUDA);
+    } catch (const Error& e) {
+      std::printf("FAIL exception: %s\n", e.what());
+      return 1;
+    }
+    return exit_status(failures);
+  }
   try {
     const DType F = DType::F32, B = DType::BF16, H = DType::F16;
     // matmul: GEMV (M <= 8, vector and scalar paths), cuBLASLt, SIMT fallback (mixed dtypes).
@@ -832,6 +844,10 @@ int main(int argc, char** argv) {
     check_paged_attention(5, 4, 4, 64, B, 0, 0.0f);
     check_graph();
     check_oom();
+    // --- device sampling (sample.cu) against the host Sampler: test/native/sample_check.h
+    sample_check::run(Device::kCUDA, true, failures);
+    if (do_bench) sample_check::bench(Device::kCUDA);
+    // --- end of device sampling
     if (do_bench) bench();
   } catch (const Error& e) {
     std::printf("FAIL exception: %s\n", e.what());

@@ -18,7 +18,7 @@ export interface NativeEngineOptions {
   fingerprint: string;
   /** M-independent kernels so each row's logits do not depend on the batch (CUDA; the CPU always is). */
   batchInvariant: boolean;
-  /** Plain greedy rows take the argmax on the model's device. */
+  /** Plain greedy rows take the argmax on the model's device, and on a device model rows without logprobs are sampled there (only token ids come back); false: host sampling. */
   deviceArgmax: boolean;
 }
 

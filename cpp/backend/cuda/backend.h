@@ -36,6 +36,7 @@ class CudaBackend final : public Backend {
                        const AttentionArgs& args, Tensor& out) override;
   void add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w, float eps, bool add_one, Tensor& y) override;
   void argmax(const Tensor& x, Tensor& out) override;
+  void sample(const Tensor& logits, const std::vector<SampleArgs>& rows, SampleOut* out) override;  // sample.cu
   void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) override;
   void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) override;
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
