@@ -10,6 +10,11 @@
 // byte offset keeps the fragment reads free of bank conflicts), the split-K reduction reuses the
 // warp's stage memory, and K is split until ~32 warps per SM are busy. NS stages per warp (NS - 1
 // in flight): 2 gives 32 resident warps per SM, 3 gives 24. The arithmetic is group_step's.
+// Opt-in (MLXB_QGEMV_PDL=1; not yet run on a GPU): the default configuration launched
+// programmatically, its first weights and scales requested before waiting for the kernel before.
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cuda/qgemv_tc.cuh"
 
 namespace mlxb::cuda::qmm {
@@ -69,7 +74,7 @@ template <int W>
 __device__ __forceinline__ int swz(int row, int byte) { return W == 2 ? byte ^ ((row & 3) << 5) : byte ^ ((row & 1) << 6); }
 
 constexpr int kPMaxWarps = 16;
-constexpr int kPSplitTarget = 132 * 32;  // resident warps of an H200 at 32 per SM
+constexpr int kPWarpsPerSm = 32;  // resident warps per SM at 64 registers (K is split to fill them)
 
 // The split-K reduction of tile_epilogue with each warp's partial sums at the start of its own
 // stage memory (warp stride `stride` floats).
@@ -114,7 +119,7 @@ __device__ __forceinline__ void epilogue(const Params& p, const TileCoord& c, in
   }
 }
 
-template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair>
+template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair, bool kPdl>
 __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p, int splits, int tiles_per_block) {
   constexpr int GB = 16 * W;   // bytes of one group in a row
   constexpr int U = 128 / GB;  // groups per stage
@@ -161,8 +166,32 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
   // Fragment reads of rows g and g + 8 (same swizzle), x values [t 8W, +8W) of each group.
   const int ra_off = c.g * 128, rb_off = (c.g + 8) * 128;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if constexpr (kPdl) {
+    // Launched programmatically (opt-in, see qgemv_tcp): this kernel may start while the one
+    // before it runs, so the first stages' weights and scales (constant) are requested before
+    // waiting for it, and x (its output) after. Group 0 holds the weights and scales of stages
+    // 0..NS-2 and x of stage 0; group s, x of stage s: every stage is complete when its group is.
+    grid_dependents_may_launch();
 #pragma unroll
-  for (int s = 0; s < NS - 1; ++s) issue(s);
+    for (int s = 0; s < NS - 1; ++s) {
+      if (s < n) {
+        const unsigned slot = (s % NS) * SB;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          cp_async_sh<16, true>(wdst + slot + i * 512, reinterpret_cast<const unsigned char*>(p.packed) + s * 128u + woff[i]);
+        cp_async_sh<2 * U, false>(sdst + slot, reinterpret_cast<const unsigned char*>(c.lane < 16 ? p.scales : p.biases) + soff + s * 2u * U);
+      }
+    }
+    grid_dependency_wait();
+#pragma unroll
+    for (int s = 0; s < NS - 1; ++s) {
+      if (s < n) cp_async_sh<16, false>(xdst + (s % NS) * SB, reinterpret_cast<const unsigned char*>(p.x) + xoff + s * 512u);
+      cp_async_commit();
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < NS - 1; ++s) issue(s);
+  }
   for (int s = 0; s < n; ++s) {
     issue(s + NS - 1);  // into the slot consumed in iteration s - 1
     cp_async_wait<NS - 1>();
@@ -206,7 +235,7 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
   epilogue<TX, kGated, A>(p, c, splits, acc, reinterpret_cast<float*>(stage_mem), NS * SB / 4);
 }
 
-template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair>
+template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair, bool kPdl>
 void launch_p(const Params& p, int64_t target) {
   constexpr int U = 128 / (16 * W);
   constexpr int kWarpBytes = NS * stage_bytes<W>();
@@ -219,40 +248,64 @@ void launch_p(const Params& p, int64_t target) {
   const int threads = 32 * splits * tpb;
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
-    MLXB_CUDA_OK(cudaFuncSetAttribute(qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    MLXB_CUDA_OK(cudaFuncSetAttribute(qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       kPMaxWarps * kWarpBytes));
     configured = true;
   }
   const size_t smem = static_cast<size_t>(threads / 32) * kWarpBytes;
-  qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair><<<grid, threads, smem, stream()>>>(p, splits, tpb);
-}
-
-template <typename TX, typename TS, int W, int NS, bool kPair>
-void launch_act(const Params& p, bool gated, Activation act, int64_t t) {
-  if (!gated) return launch_p<TX, TS, W, false, Activation::kSiLU, NS, kPair>(p, t);
-  switch (act) {
-    case Activation::kSiLU: return launch_p<TX, TS, W, true, Activation::kSiLU, NS, kPair>(p, t);
-    case Activation::kGeluExact: return launch_p<TX, TS, W, true, Activation::kGeluExact, NS, kPair>(p, t);
-    case Activation::kGeluTanh: return launch_p<TX, TS, W, true, Activation::kGeluTanh, NS, kPair>(p, t);
+  if constexpr (kPdl) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream();
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl>, p, splits, tpb));
+  } else {
+    qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl><<<grid, threads, smem, stream()>>>(p, splits, tpb);
   }
 }
 
-template <typename TX, typename TS, int NS, bool kPair>
-void launch_w(const Params& p, bool gated, Activation act, int64_t t) {
-  if (p.group_size == 64) launch_act<TX, TS, 2, NS, kPair>(p, gated, act, t);
-  else launch_act<TX, TS, 4, NS, kPair>(p, gated, act, t);
+template <typename TX, typename TS, int W, int NS, bool kPair, bool kPdl>
+void launch_act(const Params& p, bool gated, Activation act, int64_t t) {
+  if (!gated) return launch_p<TX, TS, W, false, Activation::kSiLU, NS, kPair, kPdl>(p, t);
+  switch (act) {
+    case Activation::kSiLU: return launch_p<TX, TS, W, true, Activation::kSiLU, NS, kPair, kPdl>(p, t);
+    case Activation::kGeluExact: return launch_p<TX, TS, W, true, Activation::kGeluExact, NS, kPair, kPdl>(p, t);
+    case Activation::kGeluTanh: return launch_p<TX, TS, W, true, Activation::kGeluTanh, NS, kPair, kPdl>(p, t);
+  }
 }
 
-template <int NS, bool kPair>
+template <typename TX, typename TS, int NS, bool kPair, bool kPdl>
+void launch_w(const Params& p, bool gated, Activation act, int64_t t) {
+  if (p.group_size == 64) launch_act<TX, TS, 2, NS, kPair, kPdl>(p, gated, act, t);
+  else launch_act<TX, TS, 4, NS, kPair, kPdl>(p, gated, act, t);
+}
+
+template <int NS, bool kPair, bool kPdl>
 void launch_ns(const Params& p, DType xd, bool gated, Activation act, int64_t t) {
   const bool sb_bf16 = p.sb_code == kBF16;
   if (xd == DType::BF16) {
-    if (sb_bf16) launch_w<__nv_bfloat16, __nv_bfloat16, NS, kPair>(p, gated, act, t);
-    else launch_w<__nv_bfloat16, __half, NS, kPair>(p, gated, act, t);
+    if (sb_bf16) launch_w<__nv_bfloat16, __nv_bfloat16, NS, kPair, kPdl>(p, gated, act, t);
+    else launch_w<__nv_bfloat16, __half, NS, kPair, kPdl>(p, gated, act, t);
   } else {
-    if (sb_bf16) launch_w<__half, __nv_bfloat16, NS, kPair>(p, gated, act, t);
-    else launch_w<__half, __half, NS, kPair>(p, gated, act, t);
+    if (sb_bf16) launch_w<__half, __nv_bfloat16, NS, kPair, kPdl>(p, gated, act, t);
+    else launch_w<__half, __half, NS, kPair, kPdl>(p, gated, act, t);
   }
+}
+
+// Programmatic launch of the default configuration: opt-in (MLXB_QGEMV_PDL=1, read once) where
+// programmatic launches are on (backend.cu: Hopper, MLXB_CUDA_PDL not 0). Not yet run on a GPU.
+bool programmatic() {
+  static const bool on = [] {
+    const char* v = std::getenv("MLXB_QGEMV_PDL");
+    return v && std::strcmp(v, "1") == 0 && programmatic_launch();
+  }();
+  return on;
 }
 
 }  // namespace
@@ -266,10 +319,11 @@ bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages
   if (groups % U != 0 || groups > INT32_MAX / 64 || rows * (p.K / 2) > UINT32_MAX || rows * groups * 2 > UINT32_MAX || reinterpret_cast<uintptr_t>(p.scales) % align != 0 ||
       reinterpret_cast<uintptr_t>(p.biases) % align != 0)
     return false;
-  const int64_t target = fewer_splits ? kPSplitTarget / 2 : kPSplitTarget;
-  if (stages == 3) launch_ns<3, true>(p, xd, gated, act, target);
-  else if (pair_x) launch_ns<2, true>(p, xd, gated, act, target);
-  else launch_ns<2, false>(p, xd, gated, act, target);
+  const int64_t target = static_cast<int64_t>(sm_count()) * (fewer_splits ? kPWarpsPerSm / 2 : kPWarpsPerSm);
+  if (stages == 3) launch_ns<3, true, false>(p, xd, gated, act, target);
+  else if (!pair_x) launch_ns<2, false, false>(p, xd, gated, act, target);
+  else if (programmatic()) launch_ns<2, true, true>(p, xd, gated, act, target);
+  else launch_ns<2, true, false>(p, xd, gated, act, target);
   MLXB_CUDA_LAUNCHED(gated ? "qgated_matmul (tensor-core gemv, M = 1)" : "qmatmul (tensor-core gemv, M = 1)");
   return true;
 }
