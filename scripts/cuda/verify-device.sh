@@ -46,7 +46,7 @@ stamp "L1"
 timeout 150 python3 scripts/cuda/l1_oracle.py test/fixtures/models /tmp/l1 > "$out/l1-oracle.txt" 2>&1 || echo "  (l1 oracle failed)"
 step l1_check 60 '.' node scripts/cuda/l1-check.mjs /tmp/l1
 step vitest_gpu 150 'Test Files|Tests|FAIL|✗|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-ops.test.ts \
-  test/cuda-runop.test.ts test/cuda-quant.test.ts test/addon.test.ts
+  test/cuda-runop.test.ts test/cuda-quant.test.ts test/cuda-sampling.test.ts test/addon.test.ts
 serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 wait_ckpt 1b && {
   step bench_1b 100 '^prefill|^decode' node scripts/bench/bench.mjs --model /tmp/ck-1b --device cuda --runs 3
