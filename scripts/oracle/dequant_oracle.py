@@ -124,6 +124,7 @@ def process(name, src, out_root):
         "prompt_top2_margins": [top2_margin(logits[i]) for i in range(len(prompt))],
         "greedy_tokens": toks, "greedy_top2_margins": margins,
         "dequant_sha256": hashes, "notes": notes,
+        "loaded_layer_types": getattr(model.config, "layer_types", None),
         "oracle": {"transformers": transformers.__version__, "torch": torch.__version__, "numpy": np.__version__,
                    "device": "cpu", "dtype": "float32", "attn_implementation": "eager"},
     }
