@@ -3,7 +3,8 @@
 # scarce), most important first: build (sm_90); op checks (cuda_ops_check, cuda_fused_check,
 # cuda_quant_check); decode graphs vs eager; engine batch invariance; L2 of the quantized
 # fixtures; L1 vs transformers; the opt-in vitest GPU files; then the benchmarks (1B / 8B bf16
-# single stream, 1B / 8B 32-stream serving with and without --batch-invariant). Every step has
+# single stream, 1B / 8B 32-stream serving with and without --batch-invariant, 8B 32 streams with
+# MLXB_CUBLASLT_TUNE=0, 8B 256 streams). Every step has
 # its own time limit; full logs go to $OUT (default /tmp), summaries to stdout.
 # Stage here with `bash scripts/cuda/stage.sh DEST --tests`, then on the device:
 #   source .device/prelude.sh; cd DEST && bash scripts/cuda/verify-device.sh [--no-8b]
@@ -25,7 +26,9 @@ step() {
   grep -E "$filter" "$out/$name.txt" | tail -16 | cut -c1-200
   [[ $rc -ne 0 ]] && echo "  ($name: exit $rc)"
 }
-ckpt() {
+ckpt() {  # once per machine: a second caller (an earlier background start) only waits for .done
+  [[ -e /tmp/ck-$1.started ]] && return 0
+  touch "/tmp/ck-$1.started"
   timeout 240 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "/tmp/ck-$1" > "/tmp/ck-$1.log" 2>&1 && touch "/tmp/ck-$1.done"
 }
 wait_ckpt() { for _ in $(seq 240); do [[ -f /tmp/ck-$1.done ]] && return 0; sleep 1; done; echo "  checkpoint $1 not ready"; return 1; }
@@ -57,5 +60,7 @@ wait_ckpt 1b && {
   step bench_8b 120 '^prefill|^decode' node scripts/bench/bench.mjs --model /tmp/ck-8b --device cuda --runs 2
   step serve_8b 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
   step serve_8b_inv 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 8 --batch-invariant
+  step serve_8b_notune 90 'TTFT|aggregate' env MLXB_CUBLASLT_TUNE=0 "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
+  step serve_8b_256 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 24 --streams 256
 }
 stamp "done"
