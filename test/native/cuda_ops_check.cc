@@ -755,9 +755,6 @@ int main(int argc, char** argv) {
       for (auto [xd, wd] : std::vector<std::pair<DType, DType>>{{F, F}, {F, B}, {B, B}, {H, H}, {F, H}, {B, F}})
         check_matmul(m, n, k, xd, wd, (m + n) % 2 == 1);
     check_matmul(300, 129, 1000, B, B, true);
-    // Few-row products at Llama-3 8B decode widths: timed candidates (split-K variants among them).
-    check_matmul(32, 6144, 4096, B, B, false);
-    check_matmul(24, 4096, 2048, H, H, true);
     for (DType d : {F, B, H}) {
       check_rms_norm(5, 4096, d, false);
       check_rms_norm(3, 1001, d, true);

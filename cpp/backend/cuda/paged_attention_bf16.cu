@@ -6,10 +6,6 @@
 // flight per warp, and the online softmax rescales once per 4 keys instead of once per key. The
 // key-to-warp assignment depends only on the row's own positions, so a row's result does not
 // depend on the other rows of the launch.
-// While a warp's keys of one iteration are loading, it asks L2 for the keys and values of its next
-// iteration (prefetch.global.L2, one request per 128-byte line): the next loads then wait for L2
-// instead of DRAM, without registers held for them. MLXB_PAGED_PREFETCH=0 turns that off (the
-// arithmetic is the same either way).
 #include <cuda_bf16.h>
 
 #include <cstdlib>
@@ -33,15 +29,13 @@ __device__ __forceinline__ void bf16x8(const uint4& u, float* v) {
   }
 }
 
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 template <int kLanes, int kG>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_bf16_kernel(const __nv_bfloat16* __restrict__ q, int64_t q_stride, const __nv_bfloat16* __restrict__ kpool,
                       const __nv_bfloat16* __restrict__ vpool, int64_t pool_stride, const int32_t* __restrict__ q_offset,
                       const int32_t* __restrict__ q_count, const int32_t* __restrict__ kv_len, const int32_t* __restrict__ table,
                       int64_t max_blocks, int bs_shift, int hq, int hkv, float scale, float softcap, bool causal, int window,
-                      bool prefetch, __nv_bfloat16* __restrict__ out) {
+                      __nv_bfloat16* __restrict__ out) {
   constexpr int kD = kLanes * 8;
   constexpr int kKeysPerWarp = 32 / kLanes;           // lane groups per warp
   constexpr int kSpan = kKeysPerWarp * kU;            // keys of one warp iteration
@@ -75,20 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const __nv_bfloat16* vh = vpool + hk * pool_stride + part * 8;
   // Warp w takes keys [j_lo + (it * kWarps + w) * kSpan, + kSpan); lane group `sub` takes keys
   // sub, sub + kKeysPerWarp, ... of that span. Every lane runs the same iterations (shuffles).
-  // Lanes whose 16 bytes start a 128-byte line of a key row request that line for the next span.
-  const bool line_lane = prefetch && (part % 8) == 0;
   for (int jb = j_lo + warp * kSpan; jb < j_hi; jb += kWarps * kSpan) {
-    if (line_lane) {
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int j = jb + kWarps * kSpan + u * kKeysPerWarp + sub;
-        if (j < j_hi) {
-          const int64_t slot = (static_cast<int64_t>(__ldg(trow + (j >> bs_shift))) << bs_shift) + (j & bs_mask);
-          prefetch_l2(kh + slot * kD);
-          prefetch_l2(vh + slot * kD);
-        }
-      }
-    }
     uint4 kr[kU], vr[kU];
     bool valid[kU];
 #pragma unroll
@@ -152,21 +133,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   paged_merge_store<kLanes, kG, kWarps>(m, l, acc, g, hq, hk, qrow, out);
 }
 
-bool prefetch_on() {
-  static const bool on = [] {
-    const char* e = std::getenv("MLXB_PAGED_PREFETCH");
-    return !(e && e[0] == '0');
-  }();
-  return on;
-}
-
 template <int kLanes, int kG>
 void launch(dim3 grid, const __nv_bfloat16* q, int64_t q_stride, const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t stride,
             const PagedAttentionRows& rows, int bs_shift, int hq, int hkv, const AttentionArgs& args, __nv_bfloat16* out) {
   paged_bf16_kernel<kLanes, kG><<<grid, kWarps * 32, 0, stream()>>>(
       q, q_stride, k, v, stride, rows.q_offset.ptr<int32_t>(), rows.q_count.ptr<int32_t>(), rows.kv_len.ptr<int32_t>(),
       rows.block_table.ptr<int32_t>(), rows.block_table.dim(1), bs_shift, hq, hkv, args.scale, args.softcap, args.causal,
-      static_cast<int>(args.window), prefetch_on(), out);
+      static_cast<int>(args.window), out);
 }
 
 }  // namespace
