@@ -8,7 +8,7 @@
 //   GEMVs take (qgemv_tcp / qgemv_tcf: 16-bit scales, group 64 or 128, K a multiple of 256), so
 //   their L2 on CUDA (scripts/cuda/quant-l2-check.mjs, test/cuda-quant.test.ts) runs those kernels.
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
@@ -21,8 +21,6 @@ const ROOT = join(import.meta.dirname, 'fixtures', 'quant');
 const manifest = JSON.parse(readFileSync(join(ROOT, 'manifest.json'), 'utf8')) as { fixtures: Record<string, Record<string, string>> };
 const NAMES = Object.keys(manifest.fixtures);
 const BF16_NAMES = NAMES.filter((n) => n.includes('_bf16_'));
-// PENDING: the oracle outputs of a fixture added before its GPU run (skipped until they land).
-const hasOracle = (name: string): boolean => existsSync(join(ROOT, name, 'oracle.json'));
 
 interface Oracle {
   quantization: Record<string, unknown> & { bits: number; group_size: number };
@@ -60,7 +58,7 @@ describe('quantized fixtures', () => {
   });
 
   for (const name of NAMES) {
-    it.skipIf(!hasOracle(name))(`${name}: dequantization matches the independent numpy unpacker bit for bit`, async () => {
+    it(`${name}: dequantization matches the independent numpy unpacker bit for bit`, async () => {
       const o = oracleOf(name);
       const modules = Object.keys(o.dequant_sha256);
       expect(modules.length).toBeGreaterThan(10);
