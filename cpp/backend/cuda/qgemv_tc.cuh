@@ -1,4 +1,4 @@
-// Internal to the tensor-core 4-bit GEMV (qgemv_tc.cu, qgemv_tcf.cu): the mma wrappers, one
+// Internal to the tensor-core 4-bit GEMVs (qgemv_tc.cu, qgemv_tcf.cu, qgemv_tcp.cu): the mma wrappers, one
 // group of a 16-row tile on the tensor cores, tile coordinates, the split-K epilogue and the
 // cp.async helpers. See qgemv_tc.cu for the layout and the arithmetic.
 #pragma once
@@ -120,15 +120,32 @@ __device__ __forceinline__ int64_t tile_row(const Params& p, int64_t tile, int r
   }
 }
 
+// The low / high 16-bit float of a packed word as float (TS: bf16 or f16 scales).
+template <typename TS>
+__device__ __forceinline__ float lo16(uint32_t w) {
+  if constexpr (std::is_same_v<TS, __nv_bfloat16>) return __uint_as_float(w << 16);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xFFFFu)));
+}
+template <typename TS>
+__device__ __forceinline__ float hi16(uint32_t w) {
+  if constexpr (std::is_same_v<TS, __nv_bfloat16>) return __uint_as_float(w & 0xFFFF0000u);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
+}
+
+// A warp's 16x8 accumulator fragment into its float[128] slot of the split-K reduction buffer.
+__device__ __forceinline__ void store_partials(float* mine, const TileCoord& c, const float (&acc)[4]) {
+  mine[c.g * 8 + 2 * c.t] = acc[0];
+  mine[c.g * 8 + 2 * c.t + 1] = acc[1];
+  mine[(c.g + 8) * 8 + 2 * c.t] = acc[2];
+  mine[(c.g + 8) * 8 + 2 * c.t + 1] = acc[3];
+}
+
 // Split-K reduction through shared memory and the output (plain, or act(gate) * up).
 template <typename TX, bool kGated, Activation A>
 __device__ __forceinline__ void tile_epilogue(const Params& p, const TileCoord& c, int splits, const float (&acc)[4],
                                               float (*red)[128]) {
   float* mine = red[c.warp];
-  mine[c.g * 8 + 2 * c.t] = acc[0];
-  mine[c.g * 8 + 2 * c.t + 1] = acc[1];
-  mine[(c.g + 8) * 8 + 2 * c.t] = acc[2];
-  mine[(c.g + 8) * 8 + 2 * c.t + 1] = acc[3];
+  store_partials(mine, c, acc);
   __syncthreads();
   if (c.split != 0) return;
   const float* part = red[c.local_tile * splits];

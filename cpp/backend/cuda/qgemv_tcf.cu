@@ -14,17 +14,6 @@ namespace {
 
 using namespace tc;
 
-template <typename TS>
-__device__ __forceinline__ float lo16(uint32_t w) {
-  if constexpr (std::is_same_v<TS, __nv_bfloat16>) return __uint_as_float(w << 16);
-  else return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xFFFFu)));
-}
-template <typename TS>
-__device__ __forceinline__ float hi16(uint32_t w) {
-  if constexpr (std::is_same_v<TS, __nv_bfloat16>) return __uint_as_float(w & 0xFFFF0000u);
-  else return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
-}
-
 // U consecutive 16-bit values (U = 4: 8-byte aligned; U = 2: 4-byte aligned) as floats.
 template <typename TS, int U>
 __device__ __forceinline__ void load_u(const TS* p, float (&v)[U]) {

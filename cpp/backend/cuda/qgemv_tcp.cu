@@ -23,17 +23,6 @@ namespace {
 
 using namespace tc;
 
-template <typename TS>
-__device__ __forceinline__ float lo16(uint32_t w) {
-  if constexpr (std::is_same_v<TS, __nv_bfloat16>) return __uint_as_float(w << 16);
-  else return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xFFFFu)));
-}
-template <typename TS>
-__device__ __forceinline__ float hi16(uint32_t w) {
-  if constexpr (std::is_same_v<TS, __nv_bfloat16>) return __uint_as_float(w & 0xFFFF0000u);
-  else return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
-}
-
 // U 16-bit values from shared memory (U = 4: 8 bytes; U = 2: 4 bytes), packed two per word.
 template <int U>
 __device__ __forceinline__ void lds_u(const unsigned char* p, uint32_t (&v)[U / 2]) {
@@ -81,10 +70,7 @@ constexpr int kPWarpsPerSm = 32;  // resident warps per SM at 64 registers (K is
 template <typename TX, bool kGated, Activation A>
 __device__ __forceinline__ void epilogue(const Params& p, const TileCoord& c, int splits, const float (&acc)[4], float* red, int stride) {
   float* mine = red + c.warp * stride;
-  mine[c.g * 8 + 2 * c.t] = acc[0];
-  mine[c.g * 8 + 2 * c.t + 1] = acc[1];
-  mine[(c.g + 8) * 8 + 2 * c.t] = acc[2];
-  mine[(c.g + 8) * 8 + 2 * c.t + 1] = acc[3];
+  store_partials(mine, c, acc);
   __syncthreads();
   if (c.split != 0) return;
   const float* part = red + c.local_tile * splits * stride;
