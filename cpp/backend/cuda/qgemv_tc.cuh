@@ -54,6 +54,24 @@ __device__ __forceinline__ void load_words(const uint32_t* p, uint32_t (&w)[W]) 
 constexpr int kMaxWarps = 16;
 constexpr int kSplitTarget = 2112;  // warps per launch worth splitting K for (132 SMs x 16)
 
+// Launch shape of qgemv_tcf / qgemv_tcp: K split in a power of two of warps (at most max_warps,
+// while the launch has fewer than `target` warps and every split keeps >= 2 of the `units` stages
+// of a row), 8 warps per block (whole tiles per block when K is split less than 8 ways).
+struct SplitPlan {
+  int splits = 1;
+  int tpb = 8;  // tiles per block
+  unsigned grid = 0;
+  int threads = 0;
+};
+inline SplitPlan plan_splits(int64_t tiles, int64_t units, int max_warps, int64_t target) {
+  SplitPlan sp;
+  while (sp.splits < max_warps && tiles * sp.splits < target && units >= 2 * sp.splits) sp.splits *= 2;
+  sp.tpb = sp.splits >= 8 ? 1 : 8 / sp.splits;
+  sp.grid = static_cast<unsigned>(ceil_div(tiles, sp.tpb));
+  sp.threads = 32 * sp.splits * sp.tpb;
+  return sp;
+}
+
 // One group of one tile: the words of rows a and b, lane's x values, the rows' scales and biases.
 // kPaired: each 8-value piece of x is already stored as the pairs (0, 4), (1, 5), (2, 6), (3, 7)
 // that the nibbles of a word meet (see pair_x8), so no permute is needed here.

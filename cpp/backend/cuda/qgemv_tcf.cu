@@ -119,19 +119,15 @@ void launch_f(const Params& p) {
   constexpr int U = 128 / (16 * W);
   const int64_t tiles = ceil_div(p.N, kGated ? 8 : 16);
   const int64_t total = p.K / (32 * W) / U;
-  int splits = 1;
-  while (splits < kMaxWarps && tiles * splits < kSplitTarget && total >= 2 * splits) splits *= 2;
-  const int tpb = splits >= 8 ? 1 : 8 / splits;
-  const unsigned grid = static_cast<unsigned>(ceil_div(tiles, tpb));
-  const int threads = 32 * splits * tpb;
+  const SplitPlan sp = plan_splits(tiles, total, kMaxWarps, kSplitTarget);
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
     MLXB_CUDA_OK(cudaFuncSetAttribute(qgemv_tcf_kernel<TX, TS, W, kGated, A>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       kMaxWarps * f_warp_bytes<W>()));
     configured = true;
   }
-  const size_t smem = static_cast<size_t>(threads / 32) * f_warp_bytes<W>();
-  qgemv_tcf_kernel<TX, TS, W, kGated, A><<<grid, threads, smem, stream()>>>(p, splits, tpb);
+  const size_t smem = static_cast<size_t>(sp.threads / 32) * f_warp_bytes<W>();
+  qgemv_tcf_kernel<TX, TS, W, kGated, A><<<sp.grid, sp.threads, smem, stream()>>>(p, sp.splits, sp.tpb);
 }
 
 template <typename TX, typename TS, int W>

@@ -227,22 +227,18 @@ void launch_p(const Params& p, int64_t target) {
   constexpr int kWarpBytes = NS * stage_bytes<W>();
   const int64_t tiles = ceil_div(p.N, kGated ? 8 : 16);
   const int64_t total = p.K / (32 * W) / U;
-  int splits = 1;
-  while (splits < kPMaxWarps && tiles * splits < target && total >= 2 * splits) splits *= 2;
-  const int tpb = splits >= 8 ? 1 : 8 / splits;
-  const unsigned grid = static_cast<unsigned>(ceil_div(tiles, tpb));
-  const int threads = 32 * splits * tpb;
+  const SplitPlan sp = plan_splits(tiles, total, kPMaxWarps, target);
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
     MLXB_CUDA_OK(cudaFuncSetAttribute(qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       kPMaxWarps * kWarpBytes));
     configured = true;
   }
-  const size_t smem = static_cast<size_t>(threads / 32) * kWarpBytes;
+  const size_t smem = static_cast<size_t>(sp.threads / 32) * kWarpBytes;
   if constexpr (kPdl) {
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.gridDim = dim3(sp.grid);
+    cfg.blockDim = dim3(static_cast<unsigned>(sp.threads));
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream();
     cudaLaunchAttribute attr[1];
@@ -250,9 +246,9 @@ void launch_p(const Params& p, int64_t target) {
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl>, p, splits, tpb));
+    MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl>, p, sp.splits, sp.tpb));
   } else {
-    qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl><<<grid, threads, smem, stream()>>>(p, splits, tpb);
+    qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl><<<sp.grid, sp.threads, smem, stream()>>>(p, sp.splits, sp.tpb);
   }
 }
 
