@@ -55,9 +55,18 @@ Candidate select_last(std::vector<Candidate>& w, double need) {
 // The same for candidates with weights in (0, 1] (0 < need <= total), in two passes over `c`:
 // a histogram of the weights finds the bucket where the cumulative mass crosses `need` (every
 // lighter bucket ranks below, every heavier one above), then selection runs on that bucket only.
+// Buckets are 1/64 of an octave of the weight (its float bits: the weights are float exps, and
+// positive floats order as their bits), so a flat row's thousands of tiny weights spread over
+// many buckets instead of filling the last one of a linear scale.
 Candidate nucleus_last(const Candidate* c, size_t n, double need, std::vector<double>& mass, std::vector<Candidate>& scratch) {
-  constexpr int kBuckets = 4096;
-  auto bucket = [](double w) { return std::clamp(static_cast<int>((1.0 - w) * kBuckets), 0, kBuckets - 1); };
+  constexpr int kShift = 17;                           // 2^(23 - 17) = 64 buckets per octave
+  constexpr int kBuckets = (0x3F800000 >> kShift) + 1;  // weight 1 (bits 0x3F800000) down to 0
+  auto bucket = [](double w) {
+    uint32_t bits;
+    const float f = static_cast<float>(w);
+    std::memcpy(&bits, &f, sizeof(bits));
+    return static_cast<int>((0x3F800000u - std::min(bits, 0x3F800000u)) >> kShift);
+  };
   // Four interleaved histograms, summed afterwards in a fixed order: consecutive tokens of similar
   // weight hit one bucket, and a single histogram made every add wait for the previous one.
   constexpr size_t kWays = 4;  // the sum below names the four
