@@ -237,8 +237,8 @@ size_t Sampler::candidates(const float* x, std::vector<std::pair<int32_t, double
   // vector), sorted by rank at the end - the same set and order as sorting every candidate.
   Ranked rank;
   const size_t k = params_.top_k > 0 && params_.top_k < vocab_ ? static_cast<size_t>(params_.top_k) : 0;
-  // Written through a pointer into c sized for the worst case (grown once, shrunk to the count
-  // after): push_back per token was a call per token on a 150k vocabulary.
+  // Written through a pointer into c sized for the worst case (grown once, never shrunk):
+  // push_back per token was a call per token on a 150k vocabulary.
   const size_t cap = k ? k : static_cast<size_t>(vocab_);
   if (c.size() < cap) c.resize(cap);
   Candidate* out = c.data();

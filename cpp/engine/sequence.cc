@@ -39,14 +39,12 @@ void Sequence::check(const int32_t* ids, int64_t t) const {
 }
 
 void Sequence::forward(const int32_t* ids, int64_t t) {
-  check(ids, t);
   model_->forward(ids, t, caches_, logits_.data(), false);
   length_ += t;
 }
 
 SampleResult Sequence::forward_sample(const int32_t* ids, int64_t t) {
   if (sampler_.device_ok() && model_->device() != Device::kCPU) {
-    check(ids, t);
     std::vector<SampleSpecial> special;
     SampleArgs args = sampler_.device_args(special);
     args.special = special.data();

@@ -36,6 +36,7 @@ class Sequence {
 
  private:
   void check(const int32_t* ids, int64_t t) const;  // capacity and token ids
+  // Both below run ids that check() has already accepted (prefill and step check once).
   void forward(const int32_t* ids, int64_t t);
   // Runs ids and samples the token after them: on the device (Model::forward_sample) when the
   // sampler allows it and the model has such a path, else host logits + Sampler::sample.
