@@ -12,10 +12,12 @@ import { readConfig } from '../lib/artifacts/index.js';
 import { loadModel, type Model } from '../lib/models/index.js';
 import { forwardSequence, greedyTokens } from '../lib/scoring/index.js';
 import { Session } from '../lib/state/index.js';
+import { native } from '../lib/native/index.js';
 import { f32, fixtureDir, fixtureNames, oracle, verifyFixture, type Oracle } from './helpers/model-fixtures.js';
 
 const REL_TOL = 1e-4;
 const MARGIN = 1e-3;
+const BF16_REL_TOL = 2e-2;
 
 /** Largest |a - b| / max|ref| over the rows of [rows, vocab] logits (per-row normalisation). */
 function worstRowError(got: Float32Array, ref: Float32Array, vocab: number): { err: number; row: number } {
@@ -44,6 +46,33 @@ function worstRowError(got: Float32Array, ref: Float32Array, vocab: number): { e
 function decidedPrefix(o: Oracle): number {
   const i = o.greedy_top2_margins.findIndex((m) => m <= MARGIN);
   return i < 0 ? o.greedy_tokens.length : i + 1;
+}
+
+/** bf16-activation matmuls against the float32 oracle: mean KL(oracle || ours) over the rows
+ * (L1's bound applies to it), and the rows whose argmax differs although the oracle's top-2 margin
+ * exceeds 2 x BF16_REL_TOL of the row's max |logit| (no logit error within the bound could flip those). */
+function bf16Tier(got: Float32Array, ref: Float32Array, vocab: number, margins: number[], rowMax: number[]): { meanKl: number; flips: number[] } {
+  const rows = ref.length / vocab;
+  const logSoftmax = (a: Float32Array): Float64Array => {
+    let mx = -Infinity;
+    for (const v of a) mx = Math.max(mx, v);
+    let s = 0;
+    for (const v of a) s += Math.exp(v - mx);
+    const l = Math.log(s) + mx;
+    return Float64Array.from(a, (v) => v - l);
+  };
+  const argmax = (a: Float32Array): number => a.reduce((b, v, i) => (v > a[b]! ? i : b), 0);
+  let kl = 0;
+  const flips: number[] = [];
+  for (let r = 0; r < rows; r++) {
+    const p = ref.subarray(r * vocab, (r + 1) * vocab);
+    const q = got.subarray(r * vocab, (r + 1) * vocab);
+    const lp = logSoftmax(p);
+    const lq = logSoftmax(q);
+    for (let j = 0; j < vocab; j++) kl += Math.exp(lp[j]!) * (lp[j]! - lq[j]!);
+    if (margins[r]! > 2 * BF16_REL_TOL * rowMax[r]! && argmax(p) !== argmax(q)) flips.push(r);
+  }
+  return { meanKl: kl / rows, flips };
 }
 
 const names = fixtureNames();
@@ -139,12 +168,27 @@ describe.each(names)('%s vs transformers', (name) => {
   });
 
   if (o.weight_dtype === 'bfloat16') {
-    it("bfloat16 weights kept as they are (dtype 'auto') give the same logits", async () => {
+    // Kept as bf16, the weights meet float32 activations exactly (1e-4 of the float32 oracle),
+    // unless the CPU multiplies them with bf16-rounded activations (AVX512_BF16, the default
+    // there; test/models-bf16-exact.test.ts runs the exact kernels on such CPUs): then the bf16
+    // tier, L1 of DESIGN.md, applies against the same float32 oracle.
+    it("bfloat16 weights kept as they are (dtype 'auto') give the oracle's logits", async () => {
       await using m = await loadModel(fixtureDir(name), { device: 'cpu', dtype: 'auto' });
       expect(m.weightBytes).toBeLessThan(model.weightBytes);
       const got = await forwardSequence(m, o.prompt_ids);
-      const { err } = worstRowError(got, f32(name, 'logits.f32'), vocab);
-      expect(err).toBeLessThanOrEqual(REL_TOL);
+      const ref = f32(name, 'logits.f32');
+      if (native().cpuFeatures().bf16Matmul === 'exact') {
+        expect(worstRowError(got, ref, vocab).err).toBeLessThanOrEqual(REL_TOL);
+        return;
+      }
+      // Each matmul input rounded to bf16 (relative 2^-9) moves these fixtures' logits by up to
+      // ~1.1% of the row's max |logit| (gemma3_text; 0.6-0.8% for llama_yarn and qwen2).
+      const { err } = worstRowError(got, ref, vocab);
+      expect(err).toBeGreaterThan(0);  // the bf16 kernels ran
+      expect(err).toBeLessThanOrEqual(BF16_REL_TOL);
+      const { meanKl, flips } = bf16Tier(got, ref, vocab, o.prompt_top2_margins, o.logits.row_max_abs);
+      expect(meanKl).toBeLessThanOrEqual(1e-3);
+      expect(flips, 'argmax rows where the oracle margin exceeds twice the error bound').toEqual([]);
     });
   }
 

@@ -12,6 +12,7 @@
 
 #include "addon/util.h"
 #include "core/cpu_features.h"
+#include "ops/backends.h"
 #include "ops/ops.h"
 
 namespace mlxb::addon {
@@ -389,6 +390,7 @@ Napi::Value cpu_features_js(const Napi::CallbackInfo& info) {
                       : f.avx2 && f.fma && f.f16c                                                  ? "avx2"
                                                                                                     : "scalar";
   o.Set("level", level);
+  o.Set("bf16Matmul", cpu_bf16_matmul() ? "bf16dot" : "exact");
   return o;
 }
 

@@ -49,6 +49,12 @@ export interface CpuFeatureReport {
   avx512vnni: boolean;
   /** The widest kernel family the CPU backend uses (MLXB_CPU caps it). */
   level: 'scalar' | 'avx2' | 'avx512';
+  /**
+   * How the CPU backend multiplies bf16 weights: 'bf16dot' rounds the activations to bf16 and
+   * accumulates in float32 (vdpbf16ps, AVX512_BF16 CPUs, the default there); 'exact' converts the
+   * weights to float32 (other CPUs, or MLXB_CPU_MATMUL=exact).
+   */
+  bf16Matmul: 'exact' | 'bf16dot';
 }
 
 export interface NativeOps {

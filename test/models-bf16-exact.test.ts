@@ -1,0 +1,35 @@
+// bf16 checkpoints on the float32-exact kernels (MLXB_CPU_MATMUL=exact; this file runs in its own
+// forked process and the switch is read at the first matmul): the weights kept as bf16 must give
+// the float32 oracle's logits within 1e-4 of each row's max |logit|, as in float32 (L0). On CPUs
+// without AVX512_BF16 these are the kernels test/models.test.ts already runs.
+process.env.MLXB_CPU_MATMUL = 'exact';
+const { describe, expect, it } = await import('vitest');
+const { loadModel } = await import('../lib/models/index.js');
+const { forwardSequence } = await import('../lib/scoring/index.js');
+const { native } = await import('../lib/native/index.js');
+const { f32, fixtureDir, fixtureNames, oracle } = await import('./helpers/model-fixtures.js');
+
+const bf16 = fixtureNames().filter((n) => oracle(n).weight_dtype === 'bfloat16');
+
+describe('bf16 weights with float32-exact matmuls (MLXB_CPU_MATMUL=exact)', () => {
+  it('the switch is in effect', () => {
+    expect(native().cpuFeatures().bf16Matmul).toBe('exact');
+    expect(bf16.length).toBeGreaterThanOrEqual(3);
+  });
+  it.each(bf16)('%s: logits within 1e-4 of the float32 oracle', async (name) => {
+    const o = oracle(name);
+    await using m = await loadModel(fixtureDir(name), { device: 'cpu', dtype: 'auto' });
+    const got = await forwardSequence(m, o.prompt_ids);
+    const ref = f32(name, 'logits.f32');
+    const V = o.vocab_size;
+    for (let r = 0; r < ref.length / V; r++) {
+      let maxAbs = 0;
+      let diff = 0;
+      for (let j = 0; j < V; j++) {
+        maxAbs = Math.max(maxAbs, Math.abs(ref[r * V + j]!));
+        diff = Math.max(diff, Math.abs(got[r * V + j]! - ref[r * V + j]!));
+      }
+      expect(diff / maxAbs, `row ${r}`).toBeLessThanOrEqual(1e-4);
+    }
+  });
+});
