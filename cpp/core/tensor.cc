@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/host_cache.h"
 #include "ops/ops.h"
 
 namespace mlxb {
@@ -50,9 +51,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   st->bytes = bytes;
   if (device == Device::kCPU) {
     size_t rounded = static_cast<size_t>((bytes + 63) / 64 * 64);
-    st->data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (rounded == 0) rounded = 64;
+    st->data = host_alloc(rounded);
     if (!st->data) fail(ErrorCode::kOutOfMemory, "out of host memory allocating " + std::to_string(bytes) + " bytes");
-    st->release = [](void* p) { std::free(p); };
+    st->release = [rounded](void* p) { host_free(p, rounded); };
   } else {
     Backend& be = backend(device);
     st->data = be.alloc(bytes == 0 ? 1 : bytes);
