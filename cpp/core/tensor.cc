@@ -65,12 +65,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  if (device == Device::kCPU) {
-    std::memset(t.data(), 0, static_cast<size_t>(t.nbytes()));
-  } else {
-    Tensor host = zeros(shape, dtype, Device::kCPU);
-    backend(device).copy(t.data(), device, host.data(), Device::kCPU, t.nbytes());
-  }
+  if (device == Device::kCPU) std::memset(t.data(), 0, static_cast<size_t>(t.nbytes()));
+  else backend(device).zero(t.data(), t.nbytes());
   return t;
 }
 

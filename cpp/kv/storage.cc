@@ -33,8 +33,10 @@ int64_t check_update(const CacheSpec& spec, const Tensor& k, const Tensor& v, co
 
 void KVBuffers::allocate(const CacheSpec& spec, int64_t cap) {
   checked_mul(checked_mul(spec.kv_heads, cap, "kv cache"), spec.head_dim, "kv cache");  // throws on overflow
-  k = Tensor::empty({spec.kv_heads, cap, spec.head_dim}, spec.dtype, spec.device);
-  v = Tensor::empty({spec.kv_heads, cap, spec.head_dim}, spec.dtype, spec.device);
+  // Zeroed: attention kernels may weigh a slot nothing wrote yet (a masked key) by exactly 0, and
+  // 0 x NaN (stale bits of reused memory) would be NaN.
+  k = Tensor::zeros({spec.kv_heads, cap, spec.head_dim}, spec.dtype, spec.device);
+  v = Tensor::zeros({spec.kv_heads, cap, spec.head_dim}, spec.dtype, spec.device);
   capacity = cap;
 }
 

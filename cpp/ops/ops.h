@@ -128,6 +128,8 @@ class Backend {
   virtual void free(void* p) = 0;
   // Copies between host and this device (or within it); `dst_dev`/`src_dev` say which side is which.
   virtual void copy(void* dst, Device dst_dev, const void* src, Device src_dev, int64_t bytes) = 0;
+  // Sets `bytes` bytes of this device's memory at p to zero (queued in order with the ops).
+  virtual void zero(void* p, int64_t bytes) = 0;
   virtual void synchronize() = 0;
 
   // --- ops (shapes in comments; see the conventions above)

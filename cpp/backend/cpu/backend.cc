@@ -26,6 +26,10 @@ void CpuBackend::copy(void* dst, Device dst_dev, const void* src, Device src_dev
   std::memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
+void CpuBackend::zero(void* p, int64_t bytes) {
+  if (bytes > 0) std::memset(p, 0, static_cast<size_t>(bytes));
+}
+
 }  // namespace cpu
 
 Backend& cpu_backend() {

@@ -12,6 +12,7 @@ class CpuBackend final : public Backend {
   void* alloc(int64_t bytes) override;
   void free(void* p) override;
   void copy(void* dst, Device dst_dev, const void* src, Device src_dev, int64_t bytes) override;
+  void zero(void* p, int64_t bytes) override;
   void synchronize() override {}
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;

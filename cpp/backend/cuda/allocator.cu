@@ -6,7 +6,12 @@
 // kOutOfMemory naming the size and the free memory.
 // While a thread captures a graph (graph.cu) its allocations come from that graph's Arena instead:
 // chunks carved in order, freed blocks reused within the capture, everything released together.
+// Debugging reads of memory nothing wrote (MLXB_CUDA_ALLOC_DEBUG): "nocache" gives every block
+// back with cudaFree (so compute-sanitizer's initcheck sees each tensor's memory as new), "poison"
+// fills every block outside captures with 0xff bytes (NaN in every float type) before handing it out.
+#include <cstdlib>
 #include <map>
+#include <string>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -46,6 +51,17 @@ std::string mib(int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " Mi
 }
 
 thread_local Arena* t_arena = nullptr;
+
+enum class AllocDebug { kOff, kNoCache, kPoison };
+AllocDebug alloc_debug() {
+  static const AllocDebug d = [] {
+    const char* v = std::getenv("MLXB_CUDA_ALLOC_DEBUG");
+    if (v && std::string(v) == "nocache") return AllocDebug::kNoCache;
+    if (v && std::string(v) == "poison") return AllocDebug::kPoison;
+    return AllocDebug::kOff;
+  }();
+  return d;
+}
 
 void release_cache_locked(Pool& p) {
   if (p.free_blocks.empty()) return;
@@ -120,9 +136,17 @@ void arena_destroy(Arena* a) {
 }
 void set_thread_arena(Arena* a) { t_arena = a; }
 
+static void* pool_alloc(int64_t bytes, const char* what);
+
 void* device_alloc(int64_t bytes, const char* what) {
   if (bytes <= 0) bytes = 1;
   if (t_arena) return t_arena->alloc(bytes, what);
+  void* ptr = pool_alloc(bytes, what);
+  if (alloc_debug() == AllocDebug::kPoison) MLXB_CUDA_OK(cudaMemsetAsync(ptr, 0xff, static_cast<size_t>(bytes), main_stream()));
+  return ptr;
+}
+
+static void* pool_alloc(int64_t bytes, const char* what) {
   int64_t size = round_size(bytes);
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
@@ -160,6 +184,11 @@ void device_free(void* ptr) {
   if (it == p.live.end()) return;
   int64_t size = it->second;
   p.live.erase(it);
+  if (alloc_debug() == AllocDebug::kNoCache) {
+    cudaStreamSynchronize(main_stream());
+    cudaFree(ptr);
+    return;
+  }
   p.free_blocks.emplace(size, ptr);
   p.cached_bytes += size;
 }

@@ -165,6 +165,10 @@ void CudaBackend::copy(void* dst, Device dst_dev, const void* src, Device src_de
   if (kind != cudaMemcpyDeviceToDevice) MLXB_CUDA_OK(cudaStreamSynchronize(stream()));
 }
 
+void CudaBackend::zero(void* p, int64_t bytes) {
+  if (bytes > 0) MLXB_CUDA_OK(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), stream()));
+}
+
 void CudaBackend::synchronize() { MLXB_CUDA_OK(cudaStreamSynchronize(stream())); }
 
 }  // namespace cuda
