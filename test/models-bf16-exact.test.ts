@@ -1,7 +1,7 @@
 // bf16 checkpoints on the float32-exact kernels (MLXB_CPU_MATMUL=exact; this file runs in its own
 // forked process and the switch is read at the first matmul): the weights kept as bf16 must give
 // the float32 oracle's logits within 1e-4 of each row's max |logit|, as in float32 (L0). On CPUs
-// without AVX512_BF16 these are the kernels test/models.test.ts already runs.
+// where the bf16 kernels are not the default these are the ones test/models.test.ts runs.
 process.env.MLXB_CPU_MATMUL = 'exact';
 const { describe, expect, it } = await import('vitest');
 const { loadModel } = await import('../lib/models/index.js');

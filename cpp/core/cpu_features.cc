@@ -37,6 +37,8 @@ static CpuFeatures probe() {
   f.avx512_vnni = zmm && ((c >> 11) & 1);
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = zmm && ((a >> 5) & 1);
+  __cpuid(0, a, b, c, d);
+  f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "Auth" "enti" "cAMD"
 #endif
   if (const char* cap = std::getenv("MLXB_CPU")) {
     if (std::strcmp(cap, "scalar") == 0) f = CpuFeatures{};

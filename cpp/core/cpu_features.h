@@ -14,6 +14,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
+  bool amd = false;  // vendor "AuthenticAMD" (Zen 4/5 run vdpbf16ps at the rate of a float32 FMA)
 };
 
 const CpuFeatures& cpu_features();  // MLXB_CPU=scalar|avx2|avx512 caps it (for tests)

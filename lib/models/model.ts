@@ -22,9 +22,9 @@ export interface LoadModelOptions {
   device?: ModelDevice | 'auto';
   /**
    * Weight dtype. 'auto' (default) keeps the checkpoint's; 'float32' upcasts at load. The CPU
-   * backend keeps activations in float32; on CPUs with AVX512_BF16, bf16 weights multiply
+   * backend keeps activations in float32; on AMD CPUs with AVX512_BF16, bf16 weights multiply
    * activations rounded to bf16 (float32 accumulation, as a bf16 model computes in torch; about
-   * twice as fast), elsewhere (or with MLXB_CPU_MATMUL=exact) float32-exact products.
+   * twice as fast there), elsewhere (or with MLXB_CPU_MATMUL=exact) float32-exact products.
    */
   dtype?: ModelDtype;
   onProgress?: (progress: LoadProgress) => void;

@@ -51,8 +51,9 @@ export interface CpuFeatureReport {
   level: 'scalar' | 'avx2' | 'avx512';
   /**
    * How the CPU backend multiplies bf16 weights: 'bf16dot' rounds the activations to bf16 and
-   * accumulates in float32 (vdpbf16ps, AVX512_BF16 CPUs, the default there); 'exact' converts the
-   * weights to float32 (other CPUs, or MLXB_CPU_MATMUL=exact).
+   * accumulates in float32 (vdpbf16ps: the default on AMD CPUs with AVX512_BF16, or
+   * MLXB_CPU_MATMUL=bf16dot); 'exact' converts the weights to float32 (elsewhere, or
+   * MLXB_CPU_MATMUL=exact).
    */
   bf16Matmul: 'exact' | 'bf16dot';
 }
