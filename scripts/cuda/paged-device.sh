@@ -30,17 +30,23 @@ stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; tar -czf "$out/logs.tgz" -C /tmp paged-logs; exit 1; }
 export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
 step ops_paged 90 'FAIL|PASSED|failures|paged decode|exception' ./build-dev/cuda_ops_check --paged
+step ops_paged_512 90 'FAIL|PASSED|failures|exception' env MLXB_PAGED_SPLIT_KEYS=512 ./build-dev/cuda_ops_check --paged
 step engine_fixtures 100 '.' node scripts/cuda/engine-check.mjs --device cuda test/fixtures/models/llama test/fixtures/models/qwen3 \
   test/fixtures/models/gemma3_text test/fixtures/models/gemma2
 serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 wait_ckpt 1b && {
   step engine_1b 60 '.' node scripts/cuda/engine-check.mjs --device cuda /tmp/ck-1b
   step serve_1b_old 60 'TTFT|aggregate' env MLXB_PAGED_SPLIT=0 "${serve[@]}" --model /tmp/ck-1b
-  step serve_1b_new 60 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-1b
+  for k in 128 256 512; do
+    step serve_1b_k$k 60 'TTFT|aggregate' env MLXB_PAGED_SPLIT_KEYS=$k "${serve[@]}" --model /tmp/ck-1b
+  done
 }
 wait_ckpt 8b && {
   step serve_8b_old 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT=0 "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
-  step serve_8b_new 75 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
+  for k in 128 256 512; do
+    step serve_8b_k$k 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT_KEYS=$k "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
+  done
+  step serve_8b_old2 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT=0 "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
 }
 stamp done
 tar -czf "$out/logs.tgz" -C /tmp paged-logs

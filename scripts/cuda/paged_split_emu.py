@@ -13,13 +13,13 @@ def bf16(x):
     return r.astype(np.uint32).view(np.float32)
 kPiece, kSW = 32, 4
 kChunk, kMaxSplits = kSW * kPiece, 32
-def split_keys(n): return kChunk * ((n + kChunk * kMaxSplits - 1) // (kChunk * kMaxSplits))
-def row_split(len_, causal, window, max_blocks, shift):
+def split_keys(n, unit): return unit * ((n + unit * kMaxSplits - 1) // (unit * kMaxSplits))
+def row_split(len_, causal, window, max_blocks, shift, unit):
     qpos = len_ - 1
     j_hi = min(min(qpos + 1, len_) if causal else len_, max_blocks << shift)
     j_lo = max(0, qpos - window + 1) if window > 0 else 0
     n = j_hi - j_lo
-    per = split_keys(max(n, 1))
+    per = split_keys(max(n, 1), unit)
     splits = 1 if n <= 0 else (n + per - 1) // per
     return j_lo, j_hi, per, splits
 
@@ -47,7 +47,7 @@ def mma(C, A, B0, B1):
         g, c = t // 4, t % 4
         C[t][0] += P[g, 2*c]; C[t][1] += P[g, 2*c + 1]; C[t][2] += P[g + 8, 2*c]; C[t][3] += P[g + 8, 2*c + 1]
 
-def run(R=5, hq=32, hkv=8, D=128, bs=16, window=0, softcap=0.0, lens=None, max_blocks=None):
+def run(R=5, hq=32, hkv=8, D=128, bs=16, window=0, softcap=0.0, lens=None, max_blocks=None, unit=kChunk):
     g = hq // hkv; shift = int(math.log2(bs)); LD = D + 8; KS = D // 16; OB = D // 8; VEC = D // 8
     if max_blocks is None: max_blocks = (max(lens) + bs - 1) // bs
     nblocks = R * max_blocks + 3
@@ -59,10 +59,10 @@ def run(R=5, hq=32, hkv=8, D=128, bs=16, window=0, softcap=0.0, lens=None, max_b
     scale = 1 / math.sqrt(D); causal = True
     scale_log2 = scale if softcap > 0 else scale * 1.4426950408889634
     out = np.full((R, hq, D), np.nan)
-    S_grid = min(kMaxSplits, max(1, -(-(max_blocks << shift) // kChunk)))
+    S_grid = min(kMaxSplits, max(1, -(-(max_blocks << shift) // unit)))
     part = np.full((R, hkv, S_grid, g, D + 2), np.nan)
     for r in range(R):
-        j_lo, j_hi, per, splits = row_split(lens[r], causal, window, max_blocks, shift)
+        j_lo, j_hi, per, splits = row_split(lens[r], causal, window, max_blocks, shift, unit)
         for hk in range(hkv):
             for split in range(S_grid):
                 if split >= splits: continue
@@ -186,3 +186,5 @@ if __name__ == "__main__":
     print("D=64 g=1 window+softcap", run(R=3, hq=2, hkv=2, D=64, lens=[700, 33, 300], window=300, softcap=50.0))
     print("D=128 g=2 window", run(R=2, hq=2, hkv=1, D=128, lens=[1000, 250], window=129))
     print("D=64 g=4 wider table", run(R=2, hq=4, hkv=1, D=64, lens=[16, 400], max_blocks=60))
+    print("D=128 g=4 unit 512", run(R=3, hq=4, hkv=1, D=128, lens=[700, 1500, 90], unit=512))
+    print("D=64 g=2 unit 256 window", run(R=2, hq=2, hkv=1, D=64, lens=[900, 300], window=500, unit=256))

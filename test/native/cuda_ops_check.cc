@@ -618,7 +618,8 @@ void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, D
 }
 
 // Timing of the engine's decode step shape: `rows` rows of one query, keys 512 .. 640 per row,
-// distinct blocks, 4 pool copies rotated (past L2); the default kernel and MLXB_PAGED_SPLIT=0.
+// distinct blocks, 4 pool copies rotated (past L2); the split kernel with MLXB_PAGED_SPLIT_KEYS
+// 128 / 256 / 512 and the single-block kernel (MLXB_PAGED_SPLIT=0).
 void bench_paged(int64_t rows, int64_t dim) {
   const int64_t hq = 32, hkv = 8, bs = 16, max_blocks = 41;
   std::vector<int32_t> qo, qc, kl, table;
@@ -657,14 +658,20 @@ void bench_paged(int64_t rows, int64_t dim) {
   AttentionArgs a;
   a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
   const double bytes = 2.0 * keys * hkv * dim * 2;
-  for (const char* mode : {"1", "0"}) {
-    setenv("MLXB_PAGED_SPLIT", mode, 1);
+  const char* prev = std::getenv("MLXB_PAGED_SPLIT_KEYS");
+  const std::string keep = prev ? prev : "";
+  for (const char* mode : {"128", "256", "512", "0"}) {
+    setenv("MLXB_PAGED_SPLIT", mode[0] == '0' ? "0" : "1", 1);
+    setenv("MLXB_PAGED_SPLIT_KEYS", mode, 1);
     int i = 0;
     const double ms = time_ms([&] { ops::paged_attention(q, ks[i % 4], vs[i % 4], pr, a, out); ++i; }, 200);
-    std::printf("paged decode attention rows=%ld Hq=32 Hkv=8 D=%ld keys 512..640 %s  %8.1f us  %7.0f GB/s\n", (long)rows,
-                (long)dim, mode[0] == '1' ? "split       " : "single-block", ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+    std::printf("paged decode attention rows=%ld Hq=32 Hkv=8 D=%ld keys 512..640 %s%-4s  %8.1f us  %7.0f GB/s\n", (long)rows,
+                (long)dim, mode[0] == '0' ? "single-block" : "split keys=", mode[0] == '0' ? "" : mode, ms * 1e3,
+                bytes / (ms * 1e-3) / 1e9);
   }
   unsetenv("MLXB_PAGED_SPLIT");
+  if (prev) setenv("MLXB_PAGED_SPLIT_KEYS", keep.c_str(), 1);
+  else unsetenv("MLXB_PAGED_SPLIT_KEYS");
 }
 
 // gated_matmul of several rows through cuBLASLt (one [M, 2F] product, then the activation) against

@@ -3,11 +3,12 @@
 //
 // Decode rows (q_count == 1) take the split kernel (default; MLXB_PAGED_SPLIT=0 restores the
 // single-block kernel below for every row, read at each call): flash-decoding over tensor cores.
-// A row's visible keys [j_lo, j_hi) are cut into splits of `per` keys, per = 128 * ceil(n / 4096)
-// for n visible keys (so at most 32 splits), a function of the row's own length only; block =
-// (row, kv head, split), 4 warps, each warp taking 32-key pieces of the split. A warp copies its
-// piece's K, then V, into its own shared memory with cp.async (two groups: the scores start while
-// V is in flight), computes S = q K^T with mma.sync m16n8k16 (the g query heads of the kv head
+// A row's visible keys [j_lo, j_hi) are cut into splits of `per` keys, per = U * ceil(n / (32 U))
+// for n visible keys (so at most 32 splits; U = MLXB_PAGED_SPLIT_KEYS, a multiple of 128, default
+// 128), a function of the row's own length only; block = (row, kv head, split), 4 warps, each warp
+// taking 32-key pieces of the split. A warp copies a piece's K, then V, into its own shared memory
+// with cp.async (two groups: the scores start while V is in flight; the next piece's K comes in
+// during the softmax and P V, its V during the next scores), computes S = q K^T with mma.sync m16n8k16 (the g query heads of the kv head
 // are rows 0..g-1 of the 16-row A operand, f32 accumulation), an online softmax in the log2
 // domain, and O += P V with P split into bf16 hi + lo parts (two mma, ~16-bit P, no bf16 rounding
 // of the weights). The 4 warps merge through shared memory; with more than one split the block
@@ -170,9 +171,9 @@ constexpr int kPiece = 32;               // keys per warp piece
 constexpr int kChunk = kSW * kPiece;     // keys per split unit
 constexpr int kMaxSplits = 32;
 
-// Keys per split for n visible keys (n >= 1): a multiple of kChunk, at most kMaxSplits splits.
-__host__ __device__ __forceinline__ int split_keys(int n) {
-  return kChunk * ((n + kChunk * kMaxSplits - 1) / (kChunk * kMaxSplits));
+// Keys per split for n visible keys (n >= 1): a multiple of `unit`, at most kMaxSplits splits.
+__host__ __device__ __forceinline__ int split_keys(int n, int unit) {
+  return unit * ((n + unit * kMaxSplits - 1) / (unit * kMaxSplits));
 }
 
 template <int D>
@@ -218,24 +219,38 @@ __device__ __forceinline__ void split2(float a, float b, uint32_t& hi, uint32_t&
   lo = *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// Combines `splits` partials base[s][h] = (max log2, sum, output[D]) of g heads in split order and
-// stores out[h * D + d] (the row's g heads). Every thread of the block calls it.
+// Combines `splits` (<= 32) partials base[s][h] = (max log2, sum, output[D]) of g heads and stores
+// out[h * D + d] (the row's g heads): a warp per head, a lane per split for the maxima and sums
+// (butterfly sums), the outputs summed in split order with every split's loads in flight.
 template <int D>
 __device__ __forceinline__ void combine_splits(const float* __restrict__ base, int splits, int g, __nv_bfloat16* __restrict__ out) {
-  for (int idx = threadIdx.x; idx < g * D; idx += blockDim.x) {
-    const int h = idx / D, d = idx % D;
-    float mx = -INFINITY;
-    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, __ldcg(base + static_cast<int64_t>(s * g + h) * (D + 2)));
-    float sum = 0.0f, acc = 0.0f;
-    if (mx != -INFINITY) {
-      for (int s = 0; s < splits; ++s) {
-        const float* p = base + static_cast<int64_t>(s * g + h) * (D + 2);
-        const float f = exp2f(__ldcg(p) - mx);
-        sum += __ldcg(p + 1) * f;
-        acc += __ldcg(p + 2 + d) * f;
-      }
+  constexpr int kE = D / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int h = warp; h < g; h += warps) {
+    const float* ph = base + static_cast<int64_t>(h) * (D + 2);
+    const int64_t step = static_cast<int64_t>(g) * (D + 2);
+    const float ms = lane < splits ? __ldcg(ph + lane * step) : -INFINITY;
+    const float ls = lane < splits ? __ldcg(ph + lane * step + 1) : 0.0f;
+    float mx = ms;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float w = ms == -INFINITY ? 0.0f : exp2f(ms - mx);
+    float l = ls * w;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    float acc[kE];
+#pragma unroll
+    for (int i = 0; i < kE; ++i) acc[i] = 0.0f;
+#pragma unroll 8
+    for (int sp = 0; sp < splits; ++sp) {
+      const float ws = __shfl_sync(0xffffffffu, w, sp);
+      const float* ps = ph + sp * step + 2;
+#pragma unroll
+      for (int i = 0; i < kE; ++i) acc[i] = fmaf(__ldcg(ps + lane + 32 * i), ws, acc[i]);
     }
-    out[idx] = __float2bfloat16_rn(sum > 0.0f ? acc / sum : 0.0f);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kE; ++i) out[h * D + lane + 32 * i] = __float2bfloat16_rn(acc[i] * inv);
   }
 }
 
@@ -250,6 +265,7 @@ struct SplitArgs {
   const int32_t* kv_len;
   const int32_t* table;
   int max_blocks;
+  int unit;  // split unit in keys (a multiple of kChunk; MLXB_PAGED_SPLIT_KEYS, default kChunk)
   int bs_shift, hq, hkv;
   float scale_log2;  // scale * log2(e) without softcap, else scale
   float softcap;
@@ -264,14 +280,13 @@ struct SplitArgs {
 struct RowSplit {
   int j_lo, j_hi, per, splits;
 };
-__device__ __forceinline__ RowSplit row_split(const SplitArgs& a, int r) {
-  const int len = a.kv_len[r];
+__device__ __forceinline__ RowSplit row_split(const SplitArgs& a, int len) {
   const int qpos = len - 1;
   RowSplit rs;
   rs.j_hi = min(a.causal ? min(qpos + 1, len) : len, a.max_blocks << a.bs_shift);  // never past the table
   rs.j_lo = a.window > 0 ? max(0, qpos - a.window + 1) : 0;
   const int n = rs.j_hi - rs.j_lo;
-  rs.per = split_keys(max(n, 1));
+  rs.per = split_keys(max(n, 1), a.unit);
   rs.splits = n <= 0 ? 1 : (n + rs.per - 1) / rs.per;
   return rs;
 }
@@ -283,17 +298,37 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ bool s_last;
   const int r = blockIdx.x, hk = blockIdx.y, split = blockIdx.z;
-  if (a.q_count[r] != 1) return;  // the single-block kernel's row
-  const RowSplit rs = row_split(a, r);
+  // The row's scalars in one round trip.
+  const int cnt = a.q_count[r], len = a.kv_len[r];
+  const int64_t qrow = a.q_offset[r];
+  if (cnt != 1) return;  // the single-block kernel's row
+  const RowSplit rs = row_split(a, len);
   if (split >= rs.splits) return;
   const int s0 = rs.j_lo + split * rs.per, s1 = min(rs.j_hi, s0 + rs.per);
   const int g = a.hq / a.hkv;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t qrow = a.q_offset[r];
   const int bs_mask = (1 << a.bs_shift) - 1;
   const int32_t* trow = a.table + static_cast<int64_t>(r) * a.max_blocks;
   const __nv_bfloat16* kh = a.k + hk * a.pool_stride;
   const __nv_bfloat16* vh = a.v + hk * a.pool_stride;
+  // Lane i looks up the pool block of key jb + i of a piece (0 past the piece); the copies take it
+  // by shuffle. The first piece's lookups go out before the q loads, the next piece's during a piece.
+  auto lookup = [&](int jb) {
+    return jb < s1 && lane < min(kPiece, s1 - jb) ? __ldg(trow + ((jb + lane) >> a.bs_shift)) : 0;
+  };
+  auto copy = [&](const __nv_bfloat16* src, __nv_bfloat16* dst, int jb, int blk_l) {
+    const int nk = min(kPiece, s1 - jb);
+#pragma unroll
+    for (int it = 0; it < kPiece * VEC / 32; ++it) {
+      const int idx = lane + 32 * it, key = idx / VEC, c = idx % VEC;
+      const int blk = __shfl_sync(0xffffffffu, blk_l, key);
+      const bool ok = key < nk;
+      const int64_t slot = (static_cast<int64_t>(blk) << a.bs_shift) + ((jb + key) & bs_mask);
+      cp_async16(dst + key * LD + c * 8, ok ? src + slot * D + c * 8 : src, ok ? 16 : 0);
+    }
+  };
+  int j0 = s0 + warp * kPiece;
+  int blk_cur = lookup(j0);
 
   // q as A fragments: row lane / 4 is query head hk * g + lane / 4 (zero past g); rows 8..15 zero.
   const int hrow = lane >> 2;
@@ -316,26 +351,18 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel
   for (int i = 0; i < OB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m = -INFINITY, l = 0.0f;
 
-  for (int j0 = s0 + warp * kPiece; j0 < s1; j0 += kSW * kPiece) {
+  // K of piece i + 1 is copied while piece i's softmax and P V run, its V during piece i + 1's
+  // scores (one commit group per copy, empty ones included, so wait_group<1> always means "all
+  // but the newest copy").
+  if (j0 < s1) copy(kh, ks, j0, blk_cur);
+  cp_async_commit();
+  if (j0 < s1) copy(vh, vs, j0, blk_cur);
+  cp_async_commit();
+  for (; j0 < s1; j0 += kSW * kPiece) {
     const int nk = min(kPiece, s1 - j0);
-    // Lane i looks up the pool block of key j0 + i once; the copies take it by shuffle.
-    const int jl = j0 + lane;
-    const int blk_l = lane < nk ? __ldg(trow + (jl >> a.bs_shift)) : 0;
-#pragma unroll 1
-    for (int kvi = 0; kvi < 2; ++kvi) {
-      const __nv_bfloat16* src = kvi == 0 ? kh : vh;
-      __nv_bfloat16* dst = kvi == 0 ? ks : vs;
-#pragma unroll
-      for (int it = 0; it < VEC; ++it) {
-        const int idx = lane + 32 * it, key = idx / VEC, c = idx % VEC;
-        const int blk = __shfl_sync(0xffffffffu, blk_l, key);
-        const bool ok = key < nk;
-        const int64_t slot = (static_cast<int64_t>(blk) << a.bs_shift) + ((j0 + key) & bs_mask);
-        cp_async16(dst + key * LD + c * 8, ok ? src + slot * D + c * 8 : src, ok ? 16 : 0);
-      }
-      cp_async_commit();
-    }
-    cp_async_wait<1>();  // this lane's K copies
+    const int jn = j0 + kSW * kPiece;
+    const int blk_next = lookup(jn);
+    cp_async_wait<1>();  // this lane's K copies (V may be in flight)
     __syncwarp();        // ... and every lane's
 
     // S = q K^T: 16 rows (heads) x 32 keys.
@@ -365,6 +392,9 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel
         s[nb][e] = x;
         mx = fmaxf(mx, x);
       }
+    __syncwarp();  // every lane is done reading K: the next piece's K may come in
+    if (jn < s1) copy(kh, ks, jn, blk_next);
+    cp_async_commit();
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m, mx);
@@ -386,7 +416,7 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel
       o[i][1] *= corr;
     }
 
-    cp_async_wait<0>();  // V
+    cp_async_wait<1>();  // V (the next K may be in flight)
     __syncwarp();
     // O += P V (P = hi + lo).
 #pragma unroll
@@ -401,8 +431,11 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel
         mma_bf16(o[2 * dp + 1], plo[2 * kk], 0u, plo[2 * kk + 1], 0u, b[2], b[3]);
       }
     }
-    __syncwarp();  // every lane is done with this piece before the next one is copied in
+    __syncwarp();  // every lane is done reading V: the next piece's V may come in
+    if (jn < s1) copy(vh, vs, jn, blk_next);
+    cp_async_commit();
   }
+  cp_async_wait<0>();  // only empty groups can be left
 
   // Merge the warps (shared memory, reusing the K/V area), then store or write the partial.
   l += __shfl_xor_sync(0xffffffffu, l, 1);
@@ -469,7 +502,7 @@ template <int D>
 __global__ void paged_combine_kernel(SplitArgs a, int grid_splits) {
   const int r = blockIdx.x, hk = blockIdx.y;
   if (a.q_count[r] != 1) return;
-  const RowSplit rs = row_split(a, r);
+  const RowSplit rs = row_split(a, a.kv_len[r]);
   if (rs.splits == 1) return;
   const int g = a.hq / a.hkv;
   const float* base = a.part + (static_cast<int64_t>(r) * a.hkv + hk) * grid_splits * g * (D + 2);
@@ -496,6 +529,14 @@ void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits) {
 bool split_enabled() {
   const char* e = std::getenv("MLXB_PAGED_SPLIT");  // read at each call (the A/B check flips it)
   return !(e && e[0] == '0');
+}
+
+// The split unit: MLXB_PAGED_SPLIT_KEYS (a multiple of kChunk, 128 .. 4096), default kChunk. A
+// process-wide constant, so a row's splits still depend on its own length only.
+int split_unit() {
+  const char* e = std::getenv("MLXB_PAGED_SPLIT_KEYS");
+  const long v = e ? std::strtol(e, nullptr, 10) : 0;
+  return v >= kChunk && v <= 4096 && v % kChunk == 0 ? static_cast<int>(v) : kChunk;
 }
 
 }  // namespace
@@ -541,7 +582,8 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   // Splits in the grid: enough for the longest row the table can hold (a row's own count is
   // computed in the kernel from its length; blocks past it exit at once).
   const int64_t cap = max_blocks << shift;
-  const int splits = static_cast<int>(std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, ceil_div(cap, kChunk))));
+  const int unit = split_unit();
+  const int splits = static_cast<int>(std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, ceil_div(cap, unit))));
   SplitArgs a;
   a.q = qp;
   a.q_stride = qs;
@@ -553,6 +595,7 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   a.kv_len = rows.kv_len.ptr<int32_t>();
   a.table = rows.block_table.ptr<int32_t>();
   a.max_blocks = static_cast<int>(max_blocks);
+  a.unit = unit;
   a.bs_shift = shift;
   a.hq = ihq;
   a.hkv = ihkv;
