@@ -46,7 +46,6 @@ wait_ckpt 8b && {
   for k in 128 256 512; do
     step serve_8b_k$k 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT_KEYS=$k "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
   done
-  step serve_8b_old2 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT=0 "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
 }
 stamp done
 tar -czf "$out/logs.tgz" -C /tmp paged-logs
