@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -507,16 +508,20 @@ void check_rope_kv_write_strided(int64_t t, int64_t hq, int64_t hkv, int64_t dim
 
 // paged_attention: decode rows and short query chunks over random block tables, against the CPU
 // backend on float32 copies; q given contiguous and as a row-strided view must agree exactly.
-void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, DType d, int64_t window = 0, float softcap = 0.0f) {
+// bf16: the split decode kernel (default) against the single-block one (MLXB_PAGED_SPLIT=0), and
+// rows launched alone (other grid sizes) must equal the same rows in the batch bit for bit.
+// len_span: row lengths 2 .. len_span + 4 (a 16-slot block table wide enough).
+void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, DType d, int64_t window = 0, float softcap = 0.0f,
+                           int64_t len_span = 300) {
   const int64_t bs = 16, blocks = 96, slots_n = blocks * bs;
   std::vector<int32_t> qo, qc, kl, table;
-  const int64_t max_blocks = 40;
+  const int64_t max_blocks = std::max<int64_t>(40, (len_span + 4 + bs - 1) / bs + 1);
   std::vector<int32_t> perm(static_cast<size_t>(blocks));
   for (int64_t i = 0; i < blocks; ++i) perm[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   std::shuffle(perm.begin(), perm.end(), rng);
   int64_t tq = 0, next_block = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t cnt = r % 5 == 3 ? 3 : 1, len = 1 + (r * 97 + 13) % 300 + cnt;
+    const int64_t cnt = r % 5 == 3 ? 3 : 1, len = 1 + (r * 97 + 13) % len_span + cnt;
     const int64_t need = (len + bs - 1) / bs;
     qo.push_back(static_cast<int32_t>(tq));
     qc.push_back(static_cast<int32_t>(cnt));
@@ -566,6 +571,107 @@ void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, D
                            (window ? " window=" + std::to_string(window) : "") + (softcap > 0 ? " softcap" : "");
   report(name + " vs cpu", nmse(to_vec(out1), to_vec(ref)), d == DType::F32 ? 1e-10 : 1e-4);
   report(name + " strided q == contiguous", nmse(to_vec(out2), to_vec(out1)), 0.0);
+  if (d != DType::BF16) return;
+  const char* prev = std::getenv("MLXB_PAGED_SPLIT");
+  const std::string keep = prev ? prev : "";
+  setenv("MLXB_PAGED_SPLIT", "0", 1);
+  Tensor out3 = poisoned({tq, hq, dim}, d);
+  ops::paged_attention(q_dev, kp.dev, vp.dev, gpu, args, out3);
+  if (prev) setenv("MLXB_PAGED_SPLIT", keep.c_str(), 1);
+  else unsetenv("MLXB_PAGED_SPLIT");
+  const Vec v1 = to_vec(out1), v3 = to_vec(out3);
+  report(name + " single-block kernel vs cpu", nmse(v3, to_vec(ref)), 1e-4);
+  report(name + " default vs single-block kernel", nmse(v1, v3), 1e-4);
+  // Rows alone: a launch of one row (its own grid), and of the rows in reverse order.
+  double worst = 0.0;
+  for (int64_t r : {int64_t{0}, rows / 2, rows - 1}) {
+    auto one = [&](const std::vector<int32_t>& v) { return std::vector<int32_t>{v[static_cast<size_t>(r)]}; };
+    PagedAttentionRows pr;
+    pr.q_offset = ints(one(qo), {1}, Device::kCUDA);
+    pr.q_count = ints(one(qc), {1}, Device::kCUDA);
+    pr.kv_len = ints(one(kl), {1}, Device::kCUDA);
+    const int64_t need = (kl[static_cast<size_t>(r)] + bs - 1) / bs;
+    std::vector<int32_t> trow(table.begin() + r * max_blocks, table.begin() + r * max_blocks + need);
+    pr.block_table = ints(trow, {1, need}, Device::kCUDA);
+    pr.block_size = bs;
+    pr.max_q_count = qc[static_cast<size_t>(r)];
+    pr.max_kv_len = kl[static_cast<size_t>(r)];
+    Tensor o1 = poisoned({tq, hq, dim}, d);
+    ops::paged_attention(q_dev, kp.dev, vp.dev, pr, args, o1);
+    const Vec va = to_vec(o1);
+    const size_t a0 = static_cast<size_t>(qo[static_cast<size_t>(r)] * hq * dim), a1 = a0 + static_cast<size_t>(qc[static_cast<size_t>(r)] * hq * dim);
+    worst = std::max(worst, nmse(Vec(va.begin() + a0, va.begin() + a1), Vec(v1.begin() + a0, v1.begin() + a1)));
+  }
+  {
+    std::vector<int32_t> ro(qo.rbegin(), qo.rend()), rc(qc.rbegin(), qc.rend()), rl(kl.rbegin(), kl.rend()), rt;
+    for (int64_t r = rows - 1; r >= 0; --r) rt.insert(rt.end(), table.begin() + r * max_blocks, table.begin() + (r + 1) * max_blocks);
+    PagedAttentionRows pr = gpu;
+    pr.q_offset = ints(ro, {rows}, Device::kCUDA);
+    pr.q_count = ints(rc, {rows}, Device::kCUDA);
+    pr.kv_len = ints(rl, {rows}, Device::kCUDA);
+    pr.block_table = ints(rt, {rows, max_blocks}, Device::kCUDA);
+    Tensor o2 = poisoned({tq, hq, dim}, d);
+    ops::paged_attention(q_dev, kp.dev, vp.dev, pr, args, o2);
+    worst = std::max(worst, nmse(to_vec(o2), v1));
+  }
+  report(name + " rows alone / reordered == batch", worst, 0.0);
+}
+
+// Timing of the engine's decode step shape: `rows` rows of one query, keys 512 .. 640 per row,
+// distinct blocks, 4 pool copies rotated (past L2); the split kernel with MLXB_PAGED_SPLIT_KEYS
+// 128 / 256 / 512 and the single-block kernel (MLXB_PAGED_SPLIT=0).
+void bench_paged(int64_t rows, int64_t dim) {
+  const int64_t hq = 32, hkv = 8, bs = 16, max_blocks = 41;
+  std::vector<int32_t> qo, qc, kl, table;
+  int64_t keys = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t len = 512 + (r * 37) % 129;
+    keys += len;
+    qo.push_back(static_cast<int32_t>(r));
+    qc.push_back(1);
+    kl.push_back(static_cast<int32_t>(len));
+    for (int64_t b = 0; b < max_blocks; ++b) table.push_back(static_cast<int32_t>(r * max_blocks + b));
+  }
+  const int64_t slots_n = rows * max_blocks * bs;
+  std::vector<Tensor> ks, vs;
+  const Tensor ksrc = make({hkv, slots_n, dim}, DType::F32).dev, vsrc = make({hkv, slots_n, dim}, DType::F32).dev;
+  for (int i = 0; i < 4; ++i) {
+    ks.push_back(Tensor::empty({hkv, slots_n, dim}, DType::BF16, Device::kCUDA));
+    vs.push_back(Tensor::empty({hkv, slots_n, dim}, DType::BF16, Device::kCUDA));
+    ops::convert(ksrc, ks.back());
+    ops::convert(vsrc, vs.back());
+  }
+  auto dev_ints = [](const std::vector<int32_t>& v, const Shape& shape) {
+    Tensor t = Tensor::empty(shape, DType::I32, Device::kCPU);
+    std::copy(v.begin(), v.end(), t.ptr<int32_t>());
+    return t.to(Device::kCUDA);
+  };
+  PagedAttentionRows pr;
+  pr.q_offset = dev_ints(qo, {rows});
+  pr.q_count = dev_ints(qc, {rows});
+  pr.kv_len = dev_ints(kl, {rows});
+  pr.block_table = dev_ints(table, {rows, max_blocks});
+  pr.block_size = bs;
+  pr.max_q_count = 1;
+  pr.max_kv_len = *std::max_element(kl.begin(), kl.end());
+  Tensor q = make({rows, hq, dim}, DType::BF16).dev, out = Tensor::empty({rows, hq, dim}, DType::BF16, Device::kCUDA);
+  AttentionArgs a;
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  const double bytes = 2.0 * keys * hkv * dim * 2;
+  const char* prev = std::getenv("MLXB_PAGED_SPLIT_KEYS");
+  const std::string keep = prev ? prev : "";
+  for (const char* mode : {"128", "256", "512", "0"}) {
+    setenv("MLXB_PAGED_SPLIT", mode[0] == '0' ? "0" : "1", 1);
+    setenv("MLXB_PAGED_SPLIT_KEYS", mode, 1);
+    int i = 0;
+    const double ms = time_ms([&] { ops::paged_attention(q, ks[i % 4], vs[i % 4], pr, a, out); ++i; }, 200);
+    std::printf("paged decode attention rows=%ld Hq=32 Hkv=8 D=%ld keys 512..640 %s%-4s  %8.1f us  %7.0f GB/s\n", (long)rows,
+                (long)dim, mode[0] == '0' ? "single-block" : "split keys=", mode[0] == '0' ? "" : mode, ms * 1e3,
+                bytes / (ms * 1e-3) / 1e9);
+  }
+  unsetenv("MLXB_PAGED_SPLIT");
+  if (prev) setenv("MLXB_PAGED_SPLIT_KEYS", keep.c_str(), 1);
+  else unsetenv("MLXB_PAGED_SPLIT_KEYS");
 }
 
 // gated_matmul of several rows through cuBLASLt (one [M, 2F] product, then the activation) against
@@ -737,6 +843,29 @@ void bench() {
 int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--paged") == 0) {  // only the paged attention checks and timing
+    try {
+      const DType F = DType::F32, B = DType::BF16;
+      check_paged_attention(32, 32, 8, 128, B);
+      check_paged_attention(7, 8, 8, 64, F);
+      check_paged_attention(12, 16, 2, 256, B);
+      check_paged_attention(32, 32, 8, 64, B);
+      check_paged_attention(9, 8, 4, 128, B, 37, 30.0f);
+      check_paged_attention(5, 4, 4, 64, B, 0, 0.0f);
+      check_paged_attention(32, 32, 8, 128, B, 0, 0.0f, 700);
+      check_paged_attention(11, 32, 8, 128, B, 0, 0.0f, 6000);
+      check_paged_attention(10, 16, 8, 64, B, 0, 0.0f, 1500);
+      check_paged_attention(9, 8, 8, 128, B, 300, 50.0f, 1200);
+      check_paged_attention(13, 32, 8, 64, B, 0, 0.0f, 640);
+      bench_paged(32, 128);
+      bench_paged(32, 64);
+      bench_paged(8, 128);
+    } catch (const Error& e) {
+      std::printf("FAIL exception: %s\n", e.what());
+      return 1;
+    }
+    return exit_status(failures);
+  }
   if (argc > 1 && std::strcmp(argv[1], "--sample") == 0) {
     try {
       sample_check::run(Device::kCUDA, true, failures);
@@ -842,6 +971,13 @@ int main(int argc, char** argv) {
     check_paged_attention(32, 32, 8, 64, B);
     check_paged_attention(9, 8, 4, 128, B, 37, 30.0f);
     check_paged_attention(5, 4, 4, 64, B, 0, 0.0f);
+    // Split decode kernel: long rows (up to 32 splits and, past 4096 keys, 256-key splits),
+    // window + softcap over several splits, GQA 1/2/4, head 64.
+    check_paged_attention(32, 32, 8, 128, B, 0, 0.0f, 700);
+    check_paged_attention(11, 32, 8, 128, B, 0, 0.0f, 6000);
+    check_paged_attention(10, 16, 8, 64, B, 0, 0.0f, 1500);
+    check_paged_attention(9, 8, 8, 128, B, 300, 50.0f, 1200);
+    check_paged_attention(13, 32, 8, 64, B, 0, 0.0f, 640);
     check_graph();
     check_oom();
     // --- device sampling (sample.cu) against the host Sampler: test/native/sample_check.h

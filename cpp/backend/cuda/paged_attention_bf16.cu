@@ -1,6 +1,25 @@
 // paged_attention for bfloat16 pools with head_dim 64 or 128, at most 4 query heads per kv head
 // and a power-of-two block size (the engine's usual case; paged_attention.cu runs the rest).
-// Block = (row, kv head, query of the row), 8 warps. Compared with the generic kernel, each lane
+//
+// Decode rows (q_count == 1) take the split kernel (default; MLXB_PAGED_SPLIT=0 restores the
+// single-block kernel below for every row, read at each call): flash-decoding over tensor cores.
+// A row's visible keys [j_lo, j_hi) are cut into splits of `per` keys, per = U * ceil(n / (32 U))
+// for n visible keys (so at most 32 splits; U = MLXB_PAGED_SPLIT_KEYS, a multiple of 128, default
+// 512: on the H200 the 32-row 8B decode shape took 29.5 us at 512, 31.1 at 256, 37.1 at 128 and
+// 35.2 with the single-block kernel), a function of the row's own length only; block = (row, kv head, split), 4 warps, each warp
+// taking 32-key pieces of the split. A warp copies a piece's K, then V, into its own shared memory
+// with cp.async (two groups: the scores start while V is in flight; the next piece's K comes in
+// during the softmax and P V, its V during the next scores), computes S = q K^T with mma.sync m16n8k16 (the g query heads of the kv head
+// are rows 0..g-1 of the 16-row A operand, f32 accumulation), an online softmax in the log2
+// domain, and O += P V with P split into bf16 hi + lo parts (two mma, ~16-bit P, no bf16 rounding
+// of the weights). The 4 warps merge through shared memory; with more than one split the block
+// writes its (max, sum, output) to a workspace and the last block of the (row, kv head) combines
+// the splits in index order (sync counters; a second kernel when there are too many columns).
+// Rows with more than one query (short prefill chunks, batch-invariant prefill) keep the
+// single-block kernel, launched beside it. Every choice depends on the row alone (its q_count,
+// length, window), never on the other rows of the launch.
+//
+// Single-block kernel: block = (row, kv head, query of the row), 8 warps. Compared with the generic kernel, each lane
 // group (16 or 8 lanes per key, 8 head elements per lane) loads kU = 4 keys and their values
 // (16-byte loads, kept as raw bf16) before using any of them, so four times as many loads are in
 // flight per warp, and the online softmax rescales once per 4 keys instead of once per key. The
@@ -8,7 +27,9 @@
 // depend on the other rows of the launch.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
@@ -35,13 +56,13 @@ __global__ void __launch_bounds__(kWarps * 32)
                       const __nv_bfloat16* __restrict__ vpool, int64_t pool_stride, const int32_t* __restrict__ q_offset,
                       const int32_t* __restrict__ q_count, const int32_t* __restrict__ kv_len, const int32_t* __restrict__ table,
                       int64_t max_blocks, int bs_shift, int hq, int hkv, float scale, float softcap, bool causal, int window,
-                      __nv_bfloat16* __restrict__ out) {
+                      bool skip_single, __nv_bfloat16* __restrict__ out) {
   constexpr int kD = kLanes * 8;
   constexpr int kKeysPerWarp = 32 / kLanes;           // lane groups per warp
   constexpr int kSpan = kKeysPerWarp * kU;            // keys of one warp iteration
   const int r = blockIdx.x, hk = blockIdx.y, qi = blockIdx.z;
   const int cnt = q_count[r];
-  if (qi >= cnt) return;
+  if (qi >= cnt || (skip_single && cnt == 1)) return;  // skip_single: the split kernel has those rows
   const int len = kv_len[r];
   const int qpos = len - cnt + qi;
   const int64_t qrow = static_cast<int64_t>(q_offset[r]) + qi;
@@ -135,17 +156,395 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <int kLanes, int kG>
 void launch(dim3 grid, const __nv_bfloat16* q, int64_t q_stride, const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t stride,
-            const PagedAttentionRows& rows, int bs_shift, int hq, int hkv, const AttentionArgs& args, __nv_bfloat16* out) {
+            const PagedAttentionRows& rows, int bs_shift, int hq, int hkv, const AttentionArgs& args, bool skip_single,
+            __nv_bfloat16* out) {
   paged_bf16_kernel<kLanes, kG><<<grid, kWarps * 32, 0, stream()>>>(
       q, q_stride, k, v, stride, rows.q_offset.ptr<int32_t>(), rows.q_count.ptr<int32_t>(), rows.kv_len.ptr<int32_t>(),
       rows.block_table.ptr<int32_t>(), rows.block_table.dim(1), bs_shift, hq, hkv, args.scale, args.softcap, args.causal,
-      static_cast<int>(args.window), out);
+      static_cast<int>(std::min<int64_t>(args.window, INT32_MAX)), skip_single, out);
+}
+
+
+// ------------------------------------------------------------------ split kernel (decode rows)
+
+constexpr int kSW = 4;                   // warps per split block
+constexpr int kPiece = 32;               // keys per warp piece
+constexpr int kChunk = kSW * kPiece;     // keys per split unit
+constexpr int kMaxSplits = 32;
+
+// Keys per split for n visible keys (n >= 1): a multiple of `unit`, at most kMaxSplits splits.
+__host__ __device__ __forceinline__ int split_keys(int n, int unit) {
+  return unit * ((n + unit * kMaxSplits - 1) / (unit * kMaxSplits));
+}
+
+template <int D>
+struct SplitLayout {
+  static constexpr int ld = D + 8;                     // halves per shared row (16 bytes of pad: ldmatrix without conflicts)
+  static constexpr int piece = kPiece * ld;            // halves of one warp's K (or V) piece
+  static constexpr size_t warp_bytes = 2 * piece * sizeof(uint16_t);
+  static constexpr size_t bytes = kSW * warp_bytes;
+  // The merge area reuses the K/V memory: [kSW][4][D] outputs, then [kSW][4] maxima and sums.
+  static_assert(sizeof(float) * kSW * 4 * (D + 2) <= bytes, "merge area");
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// (a, b) as bf16 hi parts in one register (lower half = a), and the rounding remainders as lo.
+__device__ __forceinline__ void split2(float a, float b, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  const float2 f = __bfloat1622float2(h);
+  const __nv_bfloat162 r = __floats2bfloat162_rn(a - f.x, b - f.y);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// Combines `splits` (<= 32) partials base[s][h] = (max log2, sum, output[D]) of g heads and stores
+// out[h * D + d] (the row's g heads): a warp per head, a lane per split for the maxima and sums
+// (butterfly sums), the outputs summed in split order with every split's loads in flight.
+template <int D>
+__device__ __forceinline__ void combine_splits(const float* __restrict__ base, int splits, int g, __nv_bfloat16* __restrict__ out) {
+  constexpr int kE = D / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int h = warp; h < g; h += warps) {
+    const float* ph = base + static_cast<int64_t>(h) * (D + 2);
+    const int64_t step = static_cast<int64_t>(g) * (D + 2);
+    const float ms = lane < splits ? __ldcg(ph + lane * step) : -INFINITY;
+    const float ls = lane < splits ? __ldcg(ph + lane * step + 1) : 0.0f;
+    float mx = ms;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float w = ms == -INFINITY ? 0.0f : exp2f(ms - mx);
+    float l = ls * w;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    float acc[kE];
+#pragma unroll
+    for (int i = 0; i < kE; ++i) acc[i] = 0.0f;
+#pragma unroll 8
+    for (int sp = 0; sp < splits; ++sp) {
+      const float ws = __shfl_sync(0xffffffffu, w, sp);
+      const float* ps = ph + sp * step + 2;
+#pragma unroll
+      for (int i = 0; i < kE; ++i) acc[i] = fmaf(__ldcg(ps + lane + 32 * i), ws, acc[i]);
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kE; ++i) out[h * D + lane + 32 * i] = __float2bfloat16_rn(acc[i] * inv);
+  }
+}
+
+struct SplitArgs {
+  const __nv_bfloat16* q;
+  int64_t q_stride;
+  const __nv_bfloat16* k;
+  const __nv_bfloat16* v;
+  int64_t pool_stride;
+  const int32_t* q_offset;
+  const int32_t* q_count;
+  const int32_t* kv_len;
+  const int32_t* table;
+  int max_blocks;
+  int unit;  // split unit in keys (a multiple of kChunk; MLXB_PAGED_SPLIT_KEYS, default 512)
+  int bs_shift, hq, hkv;
+  float scale_log2;  // scale * log2(e) without softcap, else scale
+  float softcap;
+  bool causal;
+  int window;
+  float* part;    // [R][hkv][gridDim.z][g][D + 2] (splits > 1 only)
+  int* counters;  // [R * hkv] or nullptr (then paged_combine_kernel runs after)
+  __nv_bfloat16* out;
+};
+
+// A row's visible key range and its split geometry (the same in every kernel that needs it).
+struct RowSplit {
+  int j_lo, j_hi, per, splits;
+};
+__device__ __forceinline__ RowSplit row_split(const SplitArgs& a, int len) {
+  const int qpos = len - 1;
+  RowSplit rs;
+  rs.j_hi = min(a.causal ? min(qpos + 1, len) : len, a.max_blocks << a.bs_shift);  // never past the table
+  rs.j_lo = a.window > 0 ? max(0, qpos - a.window + 1) : 0;
+  const int n = rs.j_hi - rs.j_lo;
+  rs.per = split_keys(max(n, 1), a.unit);
+  rs.splits = n <= 0 ? 1 : (n + rs.per - 1) / rs.per;
+  return rs;
+}
+
+template <int D, int kG>
+__global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel(SplitArgs a) {
+  using L = SplitLayout<D>;
+  constexpr int LD = L::ld, KS = D / 16, OB = D / 8, VEC = D / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ bool s_last;
+  const int r = blockIdx.x, hk = blockIdx.y, split = blockIdx.z;
+  // The row's scalars in one round trip.
+  const int cnt = a.q_count[r], len = a.kv_len[r];
+  const int64_t qrow = a.q_offset[r];
+  if (cnt != 1) return;  // the single-block kernel's row
+  const RowSplit rs = row_split(a, len);
+  if (split >= rs.splits) return;
+  const int s0 = rs.j_lo + split * rs.per, s1 = min(rs.j_hi, s0 + rs.per);
+  const int g = a.hq / a.hkv;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int bs_mask = (1 << a.bs_shift) - 1;
+  const int32_t* trow = a.table + static_cast<int64_t>(r) * a.max_blocks;
+  const __nv_bfloat16* kh = a.k + hk * a.pool_stride;
+  const __nv_bfloat16* vh = a.v + hk * a.pool_stride;
+  // Lane i looks up the pool block of key jb + i of a piece (0 past the piece); the copies take it
+  // by shuffle. The first piece's lookups go out before the q loads, the next piece's during a piece.
+  auto lookup = [&](int jb) {
+    return jb < s1 && lane < min(kPiece, s1 - jb) ? __ldg(trow + ((jb + lane) >> a.bs_shift)) : 0;
+  };
+  auto copy = [&](const __nv_bfloat16* src, __nv_bfloat16* dst, int jb, int blk_l) {
+    const int nk = min(kPiece, s1 - jb);
+#pragma unroll
+    for (int it = 0; it < kPiece * VEC / 32; ++it) {
+      const int idx = lane + 32 * it, key = idx / VEC, c = idx % VEC;
+      const int blk = __shfl_sync(0xffffffffu, blk_l, key);
+      const bool ok = key < nk;
+      const int64_t slot = (static_cast<int64_t>(blk) << a.bs_shift) + ((jb + key) & bs_mask);
+      cp_async16(dst + key * LD + c * 8, ok ? src + slot * D + c * 8 : src, ok ? 16 : 0);
+    }
+  };
+  int j0 = s0 + warp * kPiece;
+  int blk_cur = lookup(j0);
+
+  // q as A fragments: row lane / 4 is query head hk * g + lane / 4 (zero past g); rows 8..15 zero.
+  const int hrow = lane >> 2;
+  uint32_t qa[KS][2];
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    if (hrow < g) {
+      const __nv_bfloat16* qp = a.q + qrow * a.q_stride + static_cast<int64_t>(hk * g + hrow) * D + kk * 16 + (lane & 3) * 2;
+      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(qp));
+      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(qp + 8));
+    } else {
+      qa[kk][0] = qa[kk][1] = 0u;
+    }
+  }
+
+  __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(smem + warp * L::warp_bytes);
+  __nv_bfloat16* vs = ks + L::piece;
+  float o[OB][4];
+#pragma unroll
+  for (int i = 0; i < OB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+
+  // K of piece i + 1 is copied while piece i's softmax and P V run, its V during piece i + 1's
+  // scores (one commit group per copy, empty ones included, so wait_group<1> always means "all
+  // but the newest copy").
+  if (j0 < s1) copy(kh, ks, j0, blk_cur);
+  cp_async_commit();
+  if (j0 < s1) copy(vh, vs, j0, blk_cur);
+  cp_async_commit();
+  for (; j0 < s1; j0 += kSW * kPiece) {
+    const int nk = min(kPiece, s1 - j0);
+    const int jn = j0 + kSW * kPiece;
+    const int blk_next = lookup(jn);
+    cp_async_wait<1>();  // this lane's K copies (V may be in flight)
+    __syncwarp();        // ... and every lane's
+
+    // S = q K^T: 16 rows (heads) x 32 keys.
+    float s[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(s[2 * np], qa[kk][0], 0u, qa[kk][1], 0u, b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qa[kk][0], 0u, qa[kk][1], 0u, b[2], b[3]);
+      }
+    }
+    // Row lane / 4's scores (elements 0, 1) in the log2 domain; keys past the piece masked.
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float x = s[nb][e];
+        if (a.softcap > 0.0f) x = a.softcap * tanhf(x * a.scale_log2 / a.softcap) * 1.4426950408889634f;
+        else x *= a.scale_log2;
+        if (nb * 8 + (lane & 3) * 2 + e >= nk) x = -INFINITY;
+        s[nb][e] = x;
+        mx = fmaxf(mx, x);
+      }
+    __syncwarp();  // every lane is done reading K: the next piece's K may come in
+    if (jn < s1) copy(kh, ks, jn, blk_next);
+    cp_async_commit();
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m, mx);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    const float corr = exp2f(m - m_use);
+    m = m_new;
+    uint32_t phi[4], plo[4];
+    float psum = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb) {
+      const float p0 = exp2f(s[nb][0] - m_use), p1 = exp2f(s[nb][1] - m_use);
+      psum += p0 + p1;
+      split2(p0, p1, phi[nb], plo[nb]);
+    }
+    l = l * corr + psum;
+#pragma unroll
+    for (int i = 0; i < OB; ++i) {
+      o[i][0] *= corr;
+      o[i][1] *= corr;
+    }
+
+    cp_async_wait<1>();  // V (the next K may be in flight)
+    __syncwarp();
+    // O += P V (P = hi + lo).
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + dp * 16 + (lane >> 4) * 8);
+        mma_bf16(o[2 * dp], phi[2 * kk], 0u, phi[2 * kk + 1], 0u, b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], phi[2 * kk], 0u, phi[2 * kk + 1], 0u, b[2], b[3]);
+        mma_bf16(o[2 * dp], plo[2 * kk], 0u, plo[2 * kk + 1], 0u, b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], plo[2 * kk], 0u, plo[2 * kk + 1], 0u, b[2], b[3]);
+      }
+    }
+    __syncwarp();  // every lane is done reading V: the next piece's V may come in
+    if (jn < s1) copy(vh, vs, jn, blk_next);
+    cp_async_commit();
+  }
+  cp_async_wait<0>();  // only empty groups can be left
+
+  // Merge the warps (shared memory, reusing the K/V area), then store or write the partial.
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  __syncthreads();
+  float* mo = reinterpret_cast<float*>(smem);  // [kSW][4][D]
+  float* mm = mo + kSW * 4 * D;                // [kSW][4]
+  float* ml = mm + kSW * 4;
+  if (hrow < 4) {
+#pragma unroll
+    for (int nb = 0; nb < OB; ++nb) {
+      mo[(warp * 4 + hrow) * D + nb * 8 + (lane & 3) * 2] = o[nb][0];
+      mo[(warp * 4 + hrow) * D + nb * 8 + (lane & 3) * 2 + 1] = o[nb][1];
+    }
+    if ((lane & 3) == 0) {
+      mm[warp * 4 + hrow] = m;
+      ml[warp * 4 + hrow] = l;
+    }
+  }
+  __syncthreads();
+  __nv_bfloat16* orow = a.out + (qrow * a.hq + static_cast<int64_t>(hk) * g) * D;
+  float* base = a.part + (static_cast<int64_t>(r) * a.hkv + hk) * gridDim.z * g * (D + 2);
+  for (int idx = threadIdx.x; idx < g * D; idx += kSW * 32) {
+    const int h = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kSW; ++w) mx = fmaxf(mx, mm[w * 4 + h]);
+    float sum = 0.0f, acc = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kSW; ++w) {
+        const float f = exp2f(mm[w * 4 + h] - mx);
+        sum += ml[w * 4 + h] * f;
+        acc += mo[(w * 4 + h) * D + d] * f;
+      }
+    }
+    if (rs.splits == 1) {
+      orow[idx] = __float2bfloat16_rn(sum > 0.0f ? acc / sum : 0.0f);
+    } else {
+      float* pr = base + static_cast<int64_t>(split * g + h) * (D + 2);
+      if (d == 0) {
+        pr[0] = mx;
+        pr[1] = sum;
+      }
+      pr[2 + d] = acc;
+    }
+  }
+  if (rs.splits == 1 || !a.counters) return;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = a.counters + static_cast<int64_t>(r) * a.hkv + hk;
+    s_last = atomicAdd(counter, 1) == rs.splits - 1;
+    if (s_last) *counter = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  combine_splits<D>(base, rs.splits, g, orow);
+}
+
+// Without counters: one block per (row, kv head) combines that column's splits.
+template <int D>
+__global__ void paged_combine_kernel(SplitArgs a, int grid_splits) {
+  const int r = blockIdx.x, hk = blockIdx.y;
+  if (a.q_count[r] != 1) return;
+  const RowSplit rs = row_split(a, a.kv_len[r]);
+  if (rs.splits == 1) return;
+  const int g = a.hq / a.hkv;
+  const float* base = a.part + (static_cast<int64_t>(r) * a.hkv + hk) * grid_splits * g * (D + 2);
+  combine_splits<D>(base, rs.splits, g, a.out + (static_cast<int64_t>(a.q_offset[r]) * a.hq + static_cast<int64_t>(hk) * g) * D);
+}
+
+template <int D, int kG>
+void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits) {
+  constexpr size_t bytes = SplitLayout<D>::bytes;
+  static bool configured = false;  // per instantiation; the attribute is process-wide
+  if (!configured) {
+    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    configured = true;
+  }
+  dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
+  paged_split_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
+  MLXB_CUDA_LAUNCHED("paged_attention (split)");
+  if (splits > 1 && !a.counters) {
+    paged_combine_kernel<D><<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(hkv)), 128, 0, stream()>>>(a, splits);
+    MLXB_CUDA_LAUNCHED("paged_attention (combine)");
+  }
+}
+
+bool split_enabled() {
+  const char* e = std::getenv("MLXB_PAGED_SPLIT");  // read at each call (the A/B check flips it)
+  return !(e && e[0] == '0');
+}
+
+// The split unit: MLXB_PAGED_SPLIT_KEYS (a multiple of kChunk, 128 .. 4096), default 512. A
+// process-wide constant, so a row's splits still depend on its own length only.
+constexpr int kDefaultUnit = 512;
+int split_unit() {
+  const char* e = std::getenv("MLXB_PAGED_SPLIT_KEYS");
+  const long v = e ? std::strtol(e, nullptr, 10) : 0;
+  return v >= kChunk && v <= 4096 && v % kChunk == 0 ? static_cast<int>(v) : kDefaultUnit;
 }
 
 }  // namespace
 
 // Called by CudaBackend::paged_attention after its checks; false when the shapes are not this
-// kernel's (or MLXB_PAGED_GENERIC=1 asks for the generic one).
+// file's (or MLXB_PAGED_GENERIC=1 asks for the generic kernel).
 bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
                           const AttentionArgs& args, Tensor& out, dim3 grid) {
   static const bool generic = [] {
@@ -163,15 +562,68 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   B* op = out.ptr<B>();
   const int g = static_cast<int>(hq / hkv), ihq = static_cast<int>(hq), ihkv = static_cast<int>(hkv);
   const int64_t qs = q.stride(0), st = k.stride(0);
-#define MLXB_PAGED_BF16(L)                                                                     \
-  do {                                                                                         \
-    if (g <= 1) launch<L, 1>(grid, qp, qs, kp, vp, st, rows, shift, ihq, ihkv, args, op);      \
-    else if (g <= 2) launch<L, 2>(grid, qp, qs, kp, vp, st, rows, shift, ihq, ihkv, args, op); \
-    else launch<L, 4>(grid, qp, qs, kp, vp, st, rows, shift, ihq, ihkv, args, op);             \
+  const int64_t r_count = rows.q_offset.numel(), max_blocks = rows.block_table.dim(1);
+  const size_t smem = d == 128 ? SplitLayout<128>::bytes : SplitLayout<64>::bytes;
+  const bool split = split_enabled() && smem <= static_cast<size_t>(max_smem_optin()) && (max_blocks << shift) <= INT32_MAX &&
+                     reinterpret_cast<uintptr_t>(kp) % 16 == 0 && reinterpret_cast<uintptr_t>(vp) % 16 == 0 && st % 8 == 0;
+  // Without the split kernel every row runs the single-block kernel; with it, only rows with more
+  // than one query do (the launch is skipped when there are none).
+  const bool single = !split || rows.max_q_count > 1;
+#define MLXB_PAGED_BF16(L)                                                                                  \
+  do {                                                                                                      \
+    if (g <= 1) launch<L, 1>(grid, qp, qs, kp, vp, st, rows, shift, ihq, ihkv, args, split, op);            \
+    else if (g <= 2) launch<L, 2>(grid, qp, qs, kp, vp, st, rows, shift, ihq, ihkv, args, split, op);       \
+    else launch<L, 4>(grid, qp, qs, kp, vp, st, rows, shift, ihq, ihkv, args, split, op);                   \
   } while (0)
-  if (d == 128) MLXB_PAGED_BF16(16);
-  else MLXB_PAGED_BF16(8);
+  if (single) {
+    if (d == 128) MLXB_PAGED_BF16(16);
+    else MLXB_PAGED_BF16(8);
+  }
 #undef MLXB_PAGED_BF16
+  if (!split) return true;
+  // Splits in the grid: enough for the longest row the table can hold (a row's own count is
+  // computed in the kernel from its length; blocks past it exit at once).
+  const int64_t cap = max_blocks << shift;
+  const int unit = split_unit();
+  const int splits = static_cast<int>(std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, ceil_div(cap, unit))));
+  SplitArgs a;
+  a.q = qp;
+  a.q_stride = qs;
+  a.k = kp;
+  a.v = vp;
+  a.pool_stride = st;
+  a.q_offset = rows.q_offset.ptr<int32_t>();
+  a.q_count = rows.q_count.ptr<int32_t>();
+  a.kv_len = rows.kv_len.ptr<int32_t>();
+  a.table = rows.block_table.ptr<int32_t>();
+  a.max_blocks = static_cast<int>(max_blocks);
+  a.unit = unit;
+  a.bs_shift = shift;
+  a.hq = ihq;
+  a.hkv = ihkv;
+  a.softcap = args.softcap;
+  a.scale_log2 = args.softcap > 0.0f ? args.scale : args.scale * 1.4426950408889634f;
+  a.causal = args.causal;
+  a.window = static_cast<int>(std::min<int64_t>(args.window, INT32_MAX));
+  a.out = op;
+  a.part = nullptr;
+  a.counters = nullptr;
+  std::unique_ptr<Scratch> part;
+  if (splits > 1) {
+    part = std::make_unique<Scratch>(r_count * hkv * splits * g * (d + 2) * static_cast<int64_t>(sizeof(float)),
+                                     "the paged attention split workspace");
+    a.part = part->as<float>();
+    a.counters = r_count * hkv <= kSyncCounters ? sync_counters() : nullptr;
+  }
+#define MLXB_PAGED_SPLIT_LAUNCH(D)                                  \
+  do {                                                              \
+    if (g <= 1) launch_split<D, 1>(a, r_count, hkv, splits);        \
+    else if (g <= 2) launch_split<D, 2>(a, r_count, hkv, splits);   \
+    else launch_split<D, 4>(a, r_count, hkv, splits);               \
+  } while (0)
+  if (d == 128) MLXB_PAGED_SPLIT_LAUNCH(128);
+  else MLXB_PAGED_SPLIT_LAUNCH(64);
+#undef MLXB_PAGED_SPLIT_LAUNCH
   return true;
 }
 
