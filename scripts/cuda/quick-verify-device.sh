@@ -1,0 +1,53 @@
+#!/bin/bash
+# On the GPU machine: the short CUDA verification for a call with little device time left (~6
+# minutes in all): build (sm_90), every op check, the quantized L2 fixtures in the manifest's
+# order (gemma3_text_bf16_q4 last: it failed there when KV buffers held stale memory), the opt-in
+# vitest GPU files, decode graphs vs eager, engine batch invariance, then 32-stream serving of the
+# random 1B and 8B checkpoints. verify-device.sh is the full one (L1, single-stream benches, 256
+# streams). Each step has a time limit; logs in $OUT/quick-logs.tgz, summaries on stdout.
+#   bash scripts/cuda/stage.sh DEST --tests; then on the device:
+#   source .device/prelude.sh; cd DEST && bash scripts/cuda/quick-verify-device.sh
+set -u
+cd "$(dirname "$0")/../.."
+source scripts/cuda/env.sh
+out=${OUT:-/tmp}
+logs=/tmp/quick-logs
+mkdir -p "$logs"
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+step() {  # step NAME LIMIT FILTER CMD...
+  local name=$1 limit=$2 filter=$3; shift 3
+  stamp "$name"
+  timeout "$limit" "$@" > "$logs/$name.txt" 2>&1
+  local rc=$?
+  grep -E "$filter" "$logs/$name.txt" | tail -12 | cut -c1-220
+  [[ $rc -ne 0 ]] && echo "  ($name: exit $rc)"
+}
+pack() { tar -czf "$out/quick-logs.tgz" -C /tmp quick-logs; }
+trap pack EXIT
+# Checkpoints in memory when /dev/shm has room for the 8B one (16 GB), else on disk.
+ck=/tmp
+[[ $(df -k --output=avail /dev/shm 2>/dev/null | tail -1) -gt 20000000 ]] 2>/dev/null && ck=/dev/shm
+ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1 && touch "$ck/ck-$1.done"; }
+wait_ckpt() { for _ in $(seq 200); do [[ -f $ck/ck-$1.done ]] && return 0; sleep 1; done; echo "  checkpoint $1 not ready"; return 1; }
+[[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz
+(ckpt 1b; ckpt 8b) &
+stamp build
+bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
+ln -sfn build-dev build
+export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
+ORDER=$(node -e "console.log(Object.keys(JSON.parse(require('fs').readFileSync('test/fixtures/quant/manifest.json','utf8')).fixtures).join(','))")
+step quant_l2_order 60 '^FAIL|^L2 ' env MLXB_L2_ONLY="$ORDER" node scripts/cuda/quant-l2-check.mjs float32
+step quant_l2 90 '^FAIL|^L2 ' node scripts/cuda/quant-l2-check.mjs
+step vitest_gpu 120 'Test Files|Tests |FAIL|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-ops.test.ts \
+  test/cuda-runop.test.ts test/cuda-quant.test.ts test/cuda-sampling.test.ts test/addon.test.ts
+step cuda_ops_check 120 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check
+step cuda_fused_check 45 'FAIL|PASSED|failures' ./build-dev/cuda_fused_check
+step cuda_quant_check 60 'FAIL|PASSED|failures' ./build-dev/cuda_quant_check
+step graph_check 60 'FAIL|CHECK' node scripts/cuda/graph-check.mjs 50
+step engine_check 90 'concurrent|alone|FAIL|Error' node scripts/cuda/engine-check.mjs --device cuda test/fixtures/models/llama \
+  test/fixtures/models/qwen3 test/fixtures/models/gemma3_text test/fixtures/models/gemma2
+serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
+wait_ckpt 1b && step serve_1b 60 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-1b"
+wait_ckpt 8b && step serve_8b 80 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+stamp done
