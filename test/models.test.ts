@@ -13,6 +13,7 @@ import { loadModel, type Model } from '../lib/models/index.js';
 import { forwardSequence, greedyTokens } from '../lib/scoring/index.js';
 import { Session } from '../lib/state/index.js';
 import { native } from '../lib/native/index.js';
+import { argmax, logSoftmax } from './helpers/logits.js';
 import { f32, fixtureDir, fixtureNames, oracle, verifyFixture, type Oracle } from './helpers/model-fixtures.js';
 
 const REL_TOL = 1e-4;
@@ -53,15 +54,6 @@ function decidedPrefix(o: Oracle): number {
  * exceeds 2 x BF16_REL_TOL of the row's max |logit| (no logit error within the bound could flip those). */
 function bf16Tier(got: Float32Array, ref: Float32Array, vocab: number, margins: number[], rowMax: number[]): { meanKl: number; flips: number[] } {
   const rows = ref.length / vocab;
-  const logSoftmax = (a: Float32Array): Float64Array => {
-    let mx = -Infinity;
-    for (const v of a) mx = Math.max(mx, v);
-    let s = 0;
-    for (const v of a) s += Math.exp(v - mx);
-    const l = Math.log(s) + mx;
-    return Float64Array.from(a, (v) => v - l);
-  };
-  const argmax = (a: Float32Array): number => a.reduce((b, v, i) => (v > a[b]! ? i : b), 0);
   let kl = 0;
   const flips: number[] = [];
   for (let r = 0; r < rows; r++) {

@@ -12,26 +12,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { inspectCheckpoint, readTensor } from '../lib/artifacts/index.js';
 import { native } from '../lib/native/index.js';
 import { encodeHeader } from '../lib/quantize/safetensors_write.js';
+import { argmax, logSoftmax } from './helpers/logits.js';
 
 const ROOT = join(import.meta.dirname, 'fixtures', 'quant');
 const NAMES = Object.keys(JSON.parse(readFileSync(join(ROOT, 'manifest.json'), 'utf8')).fixtures as Record<string, unknown>);
 const work = mkdtempSync(join(tmpdir(), 'mlxb-quant-models-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-function logSoftmax(row: Float32Array | number[]): Float64Array {
-  let max = -Infinity;
-  for (const v of row) max = Math.max(max, v);
-  let s = 0;
-  for (const v of row) s += Math.exp(v - max);
-  const l = Math.log(s) + max;
-  return Float64Array.from(row, (v) => v - l);
-}
-
-const argmax = (r: ArrayLike<number>): number => {
-  let b = 0;
-  for (let i = 1; i < r.length; i++) if (r[i]! > r[b]!) b = i;
-  return b;
-};
 
 describe('quantized models vs transformers on the dequantized weights (L2, CPU)', () => {
   for (const name of NAMES) {
