@@ -11,16 +11,8 @@ source scripts/cuda/env.sh
 out=${OUT:-/tmp}
 logs=/tmp/paged-logs
 mkdir -p "$logs"
-t0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
-step() {
-  local name=$1 limit=$2 filter=$3; shift 3
-  stamp "$name"
-  timeout "$limit" "$@" > "$logs/$name.txt" 2>&1
-  local rc=$?
-  grep -E "$filter" "$logs/$name.txt" | tail -40 | cut -c1-200
-  [[ $rc -ne 0 ]] && echo "  ($name: exit $rc)"
-}
+STEP_LOGS=$logs STEP_TAIL=40
+source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD...
 ckpt() {
   timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "/tmp/ck-$1" > "$logs/ck-$1.log" 2>&1 && touch "/tmp/ck-$1.done"
 }

@@ -13,16 +13,8 @@ source scripts/cuda/env.sh
 out=${OUT:-/tmp}
 logs=/tmp/quick-logs
 mkdir -p "$logs"
-t0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
-step() {  # step NAME LIMIT FILTER CMD...
-  local name=$1 limit=$2 filter=$3; shift 3
-  stamp "$name"
-  timeout "$limit" "$@" > "$logs/$name.txt" 2>&1
-  local rc=$?
-  grep -E "$filter" "$logs/$name.txt" | tail -12 | cut -c1-220
-  [[ $rc -ne 0 ]] && echo "  ($name: exit $rc)"
-}
+STEP_LOGS=$logs STEP_TAIL=12
+source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD...
 pack() { tar -czf "$out/quick-logs.tgz" -C /tmp quick-logs; }
 trap pack EXIT
 # Checkpoints in memory when /dev/shm has room for the 8B one (16 GB), else on disk.

@@ -14,18 +14,8 @@ source scripts/cuda/env.sh
 out=${OUT:-/tmp}
 big=1
 [[ ${1:-} == --no-8b ]] && big=0
-t0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
-# step NAME LIMIT FILTER CMD...: runs CMD with a time limit, full output to $OUT/NAME.txt, and
-# prints the lines FILTER (an extended regex) selects.
-step() {
-  local name=$1 limit=$2 filter=$3; shift 3
-  stamp "$name"
-  timeout "$limit" "$@" > "$out/$name.txt" 2>&1
-  local rc=$?
-  grep -E "$filter" "$out/$name.txt" | tail -16 | cut -c1-200
-  [[ $rc -ne 0 ]] && echo "  ($name: exit $rc)"
-}
+STEP_LOGS=$out STEP_TAIL=16
+source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD... (full output in $OUT/NAME.txt)
 ckpt() {  # once per machine: a second caller (an earlier background start) only waits for .done
   [[ -e /tmp/ck-$1.started ]] && return 0
   touch "/tmp/ck-$1.started"

@@ -840,23 +840,30 @@ void bench() {
 
 }  // namespace
 
+// The paged attention cases (the full run and --paged): single-block kernel shapes, then the split
+// decode kernel: long rows (up to 32 splits and, past 4096 keys, 256-key splits), window + softcap
+// over several splits, GQA 1/2/4, head 64.
+void check_paged_cases() {
+  const DType F = DType::F32, B = DType::BF16;
+  check_paged_attention(32, 32, 8, 128, B);
+  check_paged_attention(7, 8, 8, 64, F);
+  check_paged_attention(12, 16, 2, 256, B);
+  check_paged_attention(32, 32, 8, 64, B);
+  check_paged_attention(9, 8, 4, 128, B, 37, 30.0f);
+  check_paged_attention(5, 4, 4, 64, B, 0, 0.0f);
+  check_paged_attention(32, 32, 8, 128, B, 0, 0.0f, 700);
+  check_paged_attention(11, 32, 8, 128, B, 0, 0.0f, 6000);
+  check_paged_attention(10, 16, 8, 64, B, 0, 0.0f, 1500);
+  check_paged_attention(9, 8, 8, 128, B, 300, 50.0f, 1200);
+  check_paged_attention(13, 32, 8, 64, B, 0, 0.0f, 640);
+}
+
 int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
   if (argc > 1 && std::strcmp(argv[1], "--paged") == 0) {  // only the paged attention checks and timing
     try {
-      const DType F = DType::F32, B = DType::BF16;
-      check_paged_attention(32, 32, 8, 128, B);
-      check_paged_attention(7, 8, 8, 64, F);
-      check_paged_attention(12, 16, 2, 256, B);
-      check_paged_attention(32, 32, 8, 64, B);
-      check_paged_attention(9, 8, 4, 128, B, 37, 30.0f);
-      check_paged_attention(5, 4, 4, 64, B, 0, 0.0f);
-      check_paged_attention(32, 32, 8, 128, B, 0, 0.0f, 700);
-      check_paged_attention(11, 32, 8, 128, B, 0, 0.0f, 6000);
-      check_paged_attention(10, 16, 8, 64, B, 0, 0.0f, 1500);
-      check_paged_attention(9, 8, 8, 128, B, 300, 50.0f, 1200);
-      check_paged_attention(13, 32, 8, 64, B, 0, 0.0f, 640);
+      check_paged_cases();
       bench_paged(32, 128);
       bench_paged(32, 64);
       bench_paged(8, 128);
@@ -965,19 +972,7 @@ int main(int argc, char** argv) {
     check_gated_matmul_rows(512, 1024, 256, F);
     check_rope_kv_write_strided(32, 32, 8, 128, B);
     check_rope_kv_write_strided(5, 8, 2, 64, F);
-    check_paged_attention(32, 32, 8, 128, B);
-    check_paged_attention(7, 8, 8, 64, F);
-    check_paged_attention(12, 16, 2, 256, B);
-    check_paged_attention(32, 32, 8, 64, B);
-    check_paged_attention(9, 8, 4, 128, B, 37, 30.0f);
-    check_paged_attention(5, 4, 4, 64, B, 0, 0.0f);
-    // Split decode kernel: long rows (up to 32 splits and, past 4096 keys, 256-key splits),
-    // window + softcap over several splits, GQA 1/2/4, head 64.
-    check_paged_attention(32, 32, 8, 128, B, 0, 0.0f, 700);
-    check_paged_attention(11, 32, 8, 128, B, 0, 0.0f, 6000);
-    check_paged_attention(10, 16, 8, 64, B, 0, 0.0f, 1500);
-    check_paged_attention(9, 8, 8, 128, B, 300, 50.0f, 1200);
-    check_paged_attention(13, 32, 8, 64, B, 0, 0.0f, 640);
+    check_paged_cases();
     check_graph();
     check_oom();
     // --- device sampling (sample.cu) against the host Sampler: test/native/sample_check.h
