@@ -8,6 +8,7 @@ const { loadModel } = await import('../lib/models/index.js');
 const { forwardSequence } = await import('../lib/scoring/index.js');
 const { native } = await import('../lib/native/index.js');
 const { f32, fixtureDir, fixtureNames, oracle } = await import('./helpers/model-fixtures.js');
+const { worstRowError } = await import('./helpers/logits.js');
 
 const bf16 = fixtureNames().filter((n) => oracle(n).weight_dtype === 'bfloat16');
 
@@ -21,15 +22,7 @@ describe('bf16 weights with float32-exact matmuls (MLXB_CPU_MATMUL=exact)', () =
     await using m = await loadModel(fixtureDir(name), { device: 'cpu', dtype: 'auto' });
     const got = await forwardSequence(m, o.prompt_ids);
     const ref = f32(name, 'logits.f32');
-    const V = o.vocab_size;
-    for (let r = 0; r < ref.length / V; r++) {
-      let maxAbs = 0;
-      let diff = 0;
-      for (let j = 0; j < V; j++) {
-        maxAbs = Math.max(maxAbs, Math.abs(ref[r * V + j]!));
-        diff = Math.max(diff, Math.abs(got[r * V + j]! - ref[r * V + j]!));
-      }
-      expect(diff / maxAbs, `row ${r}`).toBeLessThanOrEqual(1e-4);
-    }
+    const { err, row } = worstRowError(got, ref, o.vocab_size);
+    expect(err, `row ${row}`).toBeLessThanOrEqual(1e-4);
   });
 });

@@ -13,35 +13,13 @@ import { loadModel, type Model } from '../lib/models/index.js';
 import { forwardSequence, greedyTokens } from '../lib/scoring/index.js';
 import { Session } from '../lib/state/index.js';
 import { native } from '../lib/native/index.js';
-import { argmax, logSoftmax } from './helpers/logits.js';
+import { argmax, logSoftmax, worstRowError } from './helpers/logits.js';
 import { f32, fixtureDir, fixtureNames, oracle, verifyFixture, type Oracle } from './helpers/model-fixtures.js';
 
 const REL_TOL = 1e-4;
 const MARGIN = 1e-3;
 const BF16_REL_TOL = 2e-2;
 
-/** Largest |a - b| / max|ref| over the rows of [rows, vocab] logits (per-row normalisation). */
-function worstRowError(got: Float32Array, ref: Float32Array, vocab: number): { err: number; row: number } {
-  expect(got.length).toBe(ref.length);
-  let worst = 0;
-  let worstRow = -1;
-  for (let r = 0; r < ref.length / vocab; r++) {
-    let maxAbs = 0;
-    let diff = 0;
-    for (let j = 0; j < vocab; j++) {
-      const g = got[r * vocab + j]!;
-      const o = ref[r * vocab + j]!;
-      maxAbs = Math.max(maxAbs, Math.abs(o));
-      diff = Math.max(diff, Number.isFinite(g) ? Math.abs(g - o) : Infinity);
-    }
-    const e = diff / maxAbs;
-    if (e > worst || worstRow < 0) {
-      worst = e;
-      worstRow = r;
-    }
-  }
-  return { err: worst, row: worstRow };
-}
 
 /** The oracle's greedy tokens up to (and including) the first step whose margin is <= 1e-3. */
 function decidedPrefix(o: Oracle): number {
