@@ -152,6 +152,8 @@ class Backend {
   // q [T, Hq, D]; k, v [Hkv, S, D] with dim-0 stride >= S*D (cache views); q_pos i32 [T];
   // k_pos i32 [S] (slot positions, < 0 = empty slot). out [T, Hq, D]. Hq % Hkv == 0 (GQA).
   // On CUDA q may be a row-strided view (heads contiguous), e.g. the q columns of a fused q/k/v.
+  // Every slot of k and v must hold finite values, empty and masked ones too: the CUDA kernels
+  // weigh them by exactly 0 (0 x NaN = NaN), so caches start zeroed (kv/storage.cc).
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
                          const Tensor& k_pos, const AttentionArgs& args, Tensor& out) = 0;
   // out[T,F] = act(gate) * up

@@ -92,7 +92,7 @@ const shares = [];
 const cores = availableParallelism();
 for (let r = 0; r < runs; r++) {
   const c0 = process.cpuUsage();
-  let t = performance.now();
+  const t = performance.now();
   await greedyTokens(model, ids, 1);
   const t1 = (performance.now() - t) / 1000;
   const tDecode = device === 'cuda' ? await cudaDecode(t1) : await sessionDecode();

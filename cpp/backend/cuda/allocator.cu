@@ -11,8 +11,8 @@
 // fills every block outside captures with 0xff bytes (NaN in every float type) before handing it out.
 #include <cstdlib>
 #include <map>
-#include <string>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -136,16 +136,6 @@ void arena_destroy(Arena* a) {
 }
 void set_thread_arena(Arena* a) { t_arena = a; }
 
-static void* pool_alloc(int64_t bytes, const char* what);
-
-void* device_alloc(int64_t bytes, const char* what) {
-  if (bytes <= 0) bytes = 1;
-  if (t_arena) return t_arena->alloc(bytes, what);
-  void* ptr = pool_alloc(bytes, what);
-  if (alloc_debug() == AllocDebug::kPoison) MLXB_CUDA_OK(cudaMemsetAsync(ptr, 0xff, static_cast<size_t>(bytes), main_stream()));
-  return ptr;
-}
-
 static void* pool_alloc(int64_t bytes, const char* what) {
   int64_t size = round_size(bytes);
   Pool& p = pool();
@@ -172,6 +162,14 @@ static void* pool_alloc(int64_t bytes, const char* what) {
     out_of_memory(bytes, what);
   }
   p.live[ptr] = size;
+  return ptr;
+}
+
+void* device_alloc(int64_t bytes, const char* what) {
+  if (bytes <= 0) bytes = 1;
+  if (t_arena) return t_arena->alloc(bytes, what);
+  void* ptr = pool_alloc(bytes, what);
+  if (alloc_debug() == AllocDebug::kPoison) MLXB_CUDA_OK(cudaMemsetAsync(ptr, 0xff, static_cast<size_t>(bytes), main_stream()));
   return ptr;
 }
 
