@@ -5,6 +5,8 @@
 # vitest GPU files, decode graphs vs eager, engine batch invariance, then 32-stream serving of the
 # random 1B and 8B checkpoints. verify-device.sh is the full one (L1, single-stream benches, 256
 # streams). Each step has a time limit; logs in $OUT/quick-logs.tgz, summaries on stdout.
+# MLXB_QV_Q4=1 also quantizes both checkpoints (4-bit g64, our tool) after the build and runs
+# bench.mjs decode on them at the end.
 #   bash scripts/cuda/stage.sh DEST --tests; then on the device:
 #   source .device/prelude.sh; cd DEST && bash scripts/cuda/quick-verify-device.sh
 set -u
@@ -28,6 +30,11 @@ stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
 ln -sfn build-dev build
 export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
+quant() {
+  wait_ckpt "$1" && timeout 240 node dist/cli/main.js quantize --model "$ck/ck-$1" --out "$ck/ck-$1-q4" --bits 4 --group-size 64 \
+    > "$logs/q-$1.log" 2>&1 && touch "$ck/ck-$1-q4.done"
+}
+[[ -n ${MLXB_QV_Q4:-} ]] && (quant 1b; quant 8b) &
 ORDER=$(node -e "console.log(Object.keys(JSON.parse(require('fs').readFileSync('test/fixtures/quant/manifest.json','utf8')).fixtures).join(','))")
 step quant_l2_order 60 '^FAIL|^L2 ' env MLXB_L2_ONLY="$ORDER" node scripts/cuda/quant-l2-check.mjs float32
 step quant_l2 90 '^FAIL|^L2 ' node scripts/cuda/quant-l2-check.mjs
@@ -42,4 +49,9 @@ step engine_check 90 'concurrent|alone|FAIL|Error' node scripts/cuda/engine-chec
 serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 wait_ckpt 1b && step serve_1b 60 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-1b"
 wait_ckpt 8b && step serve_8b 80 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+if [[ -n ${MLXB_QV_Q4:-} ]]; then
+  for s in 1b 8b; do
+    wait_ckpt "$s-q4" && step "bench_${s}q4" 90 '^(prefill|decode)' node scripts/bench/bench.mjs --model "$ck/ck-$s-q4" --device cuda --runs 2
+  done
+fi
 stamp done

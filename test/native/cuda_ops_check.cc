@@ -5,6 +5,8 @@
 //   cuda_ops_check            all cases
 //   cuda_ops_check --bench    also times GEMV / GEMM / attention at Llama-3 8B shapes
 //   cuda_ops_check --sample   only the device sampling checks, then their timing
+//   cuda_ops_check --paged    only the paged attention checks, then their timing (--paged-bench: timing only)
+//   cuda_ops_check --lt-sweep [M]   cuBLASLt candidates timed at M rows (default 32), Llama-3 8B / 1B shapes
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cublaslt_sweep.h"
 #include "ops/ops.h"
 
 #include "check.h"
@@ -838,6 +841,25 @@ void bench() {
   }
 }
 
+// Every cuBLASLt candidate of the serving step's products at m rows (bf16, 4 weight copies).
+void lt_sweep(int64_t m) {
+  struct G { int64_t n, k; } gs[] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096},
+                                     {3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}};
+  for (auto& g : gs) {
+    std::vector<Tensor> ws;
+    std::vector<const void*> wp;
+    const Tensor src = make({g.n * g.k}, DType::F32, -0.05, 0.05).dev;
+    for (int i = 0; i < 4; ++i) {
+      ws.push_back(Tensor::empty({g.n, g.k}, DType::BF16, Device::kCUDA));
+      ops::convert(src, ws.back());
+      wp.push_back(ws.back().data());
+    }
+    Tensor x = make({m, g.k}, DType::BF16).dev, y = Tensor::empty({m, g.n}, DType::BF16, Device::kCUDA);
+    backend(Device::kCUDA).synchronize();
+    cuda::cublaslt_sweep(m, g.n, g.k, DType::BF16, x.data(), wp.data(), 4, y.data(), 32, 100);
+  }
+}
+
 }  // namespace
 
 // The paged attention cases (the full run and --paged): single-block kernel shapes, then the split
@@ -861,9 +883,10 @@ void check_paged_cases() {
 int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
-  if (argc > 1 && std::strcmp(argv[1], "--paged") == 0) {  // only the paged attention checks and timing
+  const bool paged_bench = argc > 1 && std::strcmp(argv[1], "--paged-bench") == 0;  // the timing alone (profilers)
+  if (paged_bench || (argc > 1 && std::strcmp(argv[1], "--paged") == 0)) {  // only the paged attention checks and timing
     try {
-      check_paged_cases();
+      if (!paged_bench) check_paged_cases();
       bench_paged(32, 128);
       bench_paged(32, 64);
       bench_paged(8, 128);
@@ -872,6 +895,15 @@ int main(int argc, char** argv) {
       return 1;
     }
     return exit_status(failures);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--lt-sweep") == 0) {
+    try {
+      lt_sweep(argc > 2 ? std::atol(argv[2]) : 32);
+    } catch (const Error& e) {
+      std::printf("FAIL exception: %s\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--sample") == 0) {
     try {

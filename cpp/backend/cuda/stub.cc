@@ -1,4 +1,5 @@
 // The CUDA backend of a build without nvcc: every use says so.
+#include "backend/cuda/cublaslt_sweep.h"
 #include "ops/backends.h"
 
 namespace mlxb {
@@ -10,3 +11,11 @@ bool cuda_backend_built() { return false; }
 bool cuda_backend_available() { return false; }
 
 }  // namespace mlxb
+
+namespace mlxb::cuda {
+
+void cublaslt_sweep(int64_t, int64_t, int64_t, DType, const void*, const void* const*, int, void*, int, int) {
+  fail(ErrorCode::kNotBuilt, "this build has no CUDA backend");
+}
+
+}  // namespace mlxb::cuda

@@ -1,0 +1,47 @@
+#!/bin/bash
+# On the GPU machine, one call: the programmatic launch of the 4-bit GEMV (MLXB_QGEMV_PDL=1,
+# qgemv_tcp.cu) against the default on random-weight 1B and 8B checkpoints quantized 4-bit g64
+# by our own tool: op check under it, greedy tokens equal (default / PDL / PDL with eager steps,
+# quant-same.mjs), then bench.mjs decode with and without it, alternating. ~4 minutes warm.
+#   bash scripts/cuda/stage.sh DEST --tests; on the device:
+#   source .device/prelude.sh; cd DEST && bash scripts/cuda/qpdl-device.sh
+set -u
+cd "$(dirname "$0")/../.."
+source scripts/cuda/env.sh
+out=${OUT:-/tmp}
+logs=/tmp/qpdl-logs
+mkdir -p "$logs"
+STEP_LOGS=$logs STEP_TAIL=12
+source scripts/cuda/steps.sh
+pack() { tar -czf "$out/qpdl-logs.tgz" -C /tmp qpdl-logs; }
+trap pack EXIT
+ck=/tmp
+[[ $(df -k --output=avail /dev/shm 2>/dev/null | tail -1) -gt 24000000 ]] 2>/dev/null && ck=/dev/shm
+export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node  # before the background jobs: quantize loads the addon
+ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1; }
+quant() {
+  timeout 240 node dist/cli/main.js quantize --model "$ck/ck-$1" --out "$ck/ck-$1-q4" --bits 4 --group-size 64 > "$logs/q-$1.log" 2>&1 &&
+    touch "$ck/ck-$1-q4.done"
+  rm -rf "$ck/ck-$1"
+}
+# One deadline for every wait (a failed job must not hold the call).
+deadline=$(($(date +%s) + 420))
+wait_for() { while [[ $(date +%s) -lt $deadline ]]; do [[ -f $ck/$1.done ]] && return 0; sleep 1; done; echo "  $1 not ready"; return 1; }
+stamp build
+bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
+(ckpt 1b; quant 1b; ckpt 8b; quant 8b) &
+step qcheck_pdl 60 'FAIL|PASSED|failures' env MLXB_QGEMV_PDL=1 ./build-dev/cuda_quant_check
+for s in 1b 8b; do
+  wait_for "ck-$s-q4" || { tail -5 "$logs/q-$s.log"; continue; }
+  node scripts/cuda/quant-same.mjs "$ck/ck-$s-q4" 200 > "$logs/same-$s-a.txt" 2> "$logs/same-$s-a.err"
+  MLXB_QGEMV_PDL=1 node scripts/cuda/quant-same.mjs "$ck/ck-$s-q4" 200 > "$logs/same-$s-b.txt" 2> "$logs/same-$s-b.err"
+  MLXB_QGEMV_PDL=1 MLXB_CUDA_GRAPH=0 node scripts/cuda/quant-same.mjs "$ck/ck-$s-q4" 200 > "$logs/same-$s-c.txt" 2> "$logs/same-$s-c.err"
+  cmp -s "$logs/same-$s-a.txt" "$logs/same-$s-b.txt" && cmp -s "$logs/same-$s-a.txt" "$logs/same-$s-c.txt" &&
+    echo "same tokens $s PDL: PASSED ($(tr ' ' '\n' < "$logs/same-$s-a.txt" | sort -u | wc -l) distinct of 200)" ||
+    echo "same tokens $s PDL: FAILED"
+  for r in 1 2; do
+    step "bench_${s}q4_$r" 90 '^(prefill|decode)' node scripts/bench/bench.mjs --model "$ck/ck-$s-q4" --device cuda --runs 2
+    step "bench_${s}q4_pdl_$r" 90 '^(prefill|decode)' env MLXB_QGEMV_PDL=1 node scripts/bench/bench.mjs --model "$ck/ck-$s-q4" --device cuda --runs 2
+  done
+done
+stamp done
