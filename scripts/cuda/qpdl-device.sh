@@ -8,15 +8,10 @@
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
-out=${OUT:-/tmp}
-logs=/tmp/qpdl-logs
-mkdir -p "$logs"
-STEP_LOGS=$logs STEP_TAIL=12
-source scripts/cuda/steps.sh
-pack() { tar -czf "$out/qpdl-logs.tgz" -C /tmp qpdl-logs; }
-trap pack EXIT
-ck=/tmp
-[[ $(df -k --output=avail /dev/shm 2>/dev/null | tail -1) -gt 24000000 ]] 2>/dev/null && ck=/dev/shm
+STEP_TAIL=12
+source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD..., step_logs, memory_dir
+step_logs qpdl-logs
+memory_dir
 export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node  # before the background jobs: quantize loads the addon
 ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1; }
 quant() {

@@ -12,16 +12,10 @@
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
-out=${OUT:-/tmp}
-logs=/tmp/quick-logs
-mkdir -p "$logs"
-STEP_LOGS=$logs STEP_TAIL=12
-source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD...
-pack() { tar -czf "$out/quick-logs.tgz" -C /tmp quick-logs; }
-trap pack EXIT
-# Checkpoints in memory when /dev/shm has room for the 8B one (16 GB), else on disk.
-ck=/tmp
-[[ $(df -k --output=avail /dev/shm 2>/dev/null | tail -1) -gt 20000000 ]] 2>/dev/null && ck=/dev/shm
+STEP_TAIL=12
+source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD..., step_logs, memory_dir
+step_logs quick-logs
+memory_dir
 ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1 && touch "$ck/ck-$1.done"; }
 wait_ckpt() { for _ in $(seq 200); do [[ -f $ck/ck-$1.done ]] && return 0; sleep 1; done; echo "  checkpoint $1 not ready"; return 1; }
 [[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz
