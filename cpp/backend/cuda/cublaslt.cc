@@ -188,7 +188,7 @@ Plan make_plan(Lt& l, int64_t m, int64_t n, int64_t k, DType dtype) {
   if (!make_descs(l, m, n, k, dtype, p)) return p;
   Pick pick;
   const bool picked = pick_for(m, n, k, pick);
-  std::vector<Heuristic> hs = candidates(l, p, picked ? std::max(pick.index + 1, 1) : 1);
+  std::vector<Heuristic> hs = candidates(l, p, picked ? pick.index + 1 : 1);
   if (hs.empty()) return p;
   Heuristic h = hs[picked && pick.index < static_cast<int>(hs.size()) ? static_cast<size_t>(pick.index) : 0];
   if (picked) set_split(l, h.algo, pick.splitk, pick.reduction);

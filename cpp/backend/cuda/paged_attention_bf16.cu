@@ -34,6 +34,7 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
 #include "backend/cuda/paged_attention.cuh"
+#include "backend/cuda/reduce.cuh"
 #include "backend/cuda/smem_copy.cuh"
 
 namespace mlxb::cuda {
@@ -216,13 +217,9 @@ __device__ __forceinline__ void combine_splits(const float* __restrict__ base, i
     const int64_t step = static_cast<int64_t>(g) * (D + 2);
     const float ms = lane < splits ? __ldcg(ph + lane * step) : -INFINITY;
     const float ls = lane < splits ? __ldcg(ph + lane * step + 1) : 0.0f;
-    float mx = ms;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float mx = warp_max(ms);
     const float w = ms == -INFINITY ? 0.0f : exp2f(ms - mx);
-    float l = ls * w;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    const float l = warp_sum(ls * w);
     float acc[kE];
 #pragma unroll
     for (int i = 0; i < kE; ++i) acc[i] = 0.0f;
