@@ -10,8 +10,9 @@ bool fused_decode_supported(const std::vector<LayerWeights>& layers, const Decod
   const char* env = std::getenv("MLXB_CUDA_FUSED");
   if (env && std::strcmp(env, "0") == 0) return false;
   if (device != Device::kCUDA || (act != DType::BF16 && act != DType::F16) || spec.sandwich_norms || layers.empty()) return false;
+  auto covered = [](const Linear& l) { return l.w.defined() || l.quantized(); };
   for (const LayerWeights& w : layers) {
-    if (!w.attn.qkv.w.defined() || !w.attn.o.w.defined() || !w.mlp.gate_up.w.defined() || !w.mlp.down.w.defined()) return false;
+    if (!covered(w.attn.qkv) || !covered(w.attn.o) || !covered(w.mlp.gate_up) || !covered(w.mlp.down)) return false;
     if (w.attn.q_norm.defined() || w.attn.k_norm.defined() || !w.input_norm.defined() || !w.post_attn_norm.defined()) return false;
   }
   return true;
@@ -20,6 +21,38 @@ bool fused_decode_supported(const std::vector<LayerWeights>& layers, const Decod
 namespace {
 
 const Tensor* bias_of(const Linear& l) { return l.bias.defined() ? &l.bias : nullptr; }
+
+// resid += x·w^T, dense or quantized.
+void project_add(const Tensor& x, const Linear& l, Tensor& resid) {
+  if (l.quantized()) ops::qmatmul_add(x, l.q, bias_of(l), resid);
+  else ops::matmul_add(x, l.w, bias_of(l), resid);
+}
+
+// The q/k/v projection of a quantized layer: norm_qmatmul, then rope of the q and k heads and the
+// cache writes as attention_block does them for one token (rope_kv_write at a recorded step's slot,
+// else rope and update()); returns the keys and values to attend over in kv.
+void quantized_qkv(const Tensor& x, const NormArgs& norm, const Linear& qkv_w, const AttentionParams& p, const RopeArgs& rope,
+                   LayerCache& cache, const StepInputs& step, Tensor& qkv, KVView& kv, AttentionArgs& args) {
+  const int64_t qd = p.heads * p.head_dim, kvd = p.kv_heads * p.head_dim;
+  ops::norm_qmatmul(x, norm, qkv_w.q, bias_of(qkv_w), qkv);
+  Tensor flat = qkv.reshape({qd + 2 * kvd});
+  Tensor q3 = flat.slice_rows(0, qd).reshape({1, p.heads, p.head_dim});
+  Tensor k3 = flat.slice_rows(qd, qd + kvd).reshape({1, p.kv_heads, p.head_dim});
+  Tensor v3 = flat.slice_rows(qd + kvd, qd + 2 * kvd).reshape({1, p.kv_heads, p.head_dim});
+  args = p.args;
+  if (step.captured) {
+    LayerCache::DeviceLayout lay;
+    if (!cache.device_layout(1, lay)) fail(ErrorCode::kInternal, "a captured decode step met a cache without a device layout");
+    const CapturedStep& c = *step.captured;
+    ops::rope_kv_write(q3, k3, v3, step.pos_dev, rope, lay.ring ? c.ring_slot : c.slot, lay.k, lay.v);
+    args.kv_len = lay.ring ? c.ring_len : c.len;
+    kv = KVView{lay.k, lay.v, lay.ring ? c.ring_pos : lay.pos};
+    return;
+  }
+  Tensor qk = flat.slice_rows(0, qd + kvd).reshape({1, p.heads + p.kv_heads, p.head_dim});
+  ops::rope(qk, step.pos_dev, rope);
+  kv = cache.update(k3, v3, step.pos.data(), 1);
+}
 
 }  // namespace
 
@@ -38,7 +71,12 @@ void fused_decode_layers(Tensor& x, const std::vector<LayerWeights>& layers, con
     Tensor q3 = flat.slice_rows(0, qd).reshape({1, p.heads, p.head_dim});
     Tensor o = Tensor::empty({1, p.heads, p.head_dim}, step.act, step.device);
     const NormArgs in_norm{w.input_norm, norm_eps, norm_add_one};
-    if (step.captured) {  // k/v go straight into the cache buffers at this step's slot (read at replay)
+    if (w.attn.qkv.quantized()) {
+      KVView kv;
+      AttentionArgs args;
+      quantized_qkv(x, in_norm, w.attn.qkv, p, rope, cache, step, qkv, kv, args);
+      ops::attention(q3, kv.k, kv.v, step.pos_dev, kv.pos, args, o);
+    } else if (step.captured) {  // k/v go straight into the cache buffers at this step's slot (read at replay)
       LayerCache::DeviceLayout lay;
       if (!cache.device_layout(1, lay)) fail(ErrorCode::kInternal, "a captured decode step met a cache without a device layout");
       const CapturedStep& c = *step.captured;
@@ -55,10 +93,12 @@ void fused_decode_layers(Tensor& x, const std::vector<LayerWeights>& layers, con
       const KVView kv = cache.update(k3, v3, step.pos.data(), 1);
       ops::attention(q3, kv.k, kv.v, step.pos_dev, kv.pos, p.args, o);
     }
-    ops::matmul_add(o.reshape({1, qd}), w.attn.o.w, bias_of(w.attn.o), x);
-    Tensor h = Tensor::empty({1, w.mlp.gate_up.w.dim(0) / 2}, step.act, step.device);
-    ops::norm_gated_matmul(x, NormArgs{w.post_attn_norm, norm_eps, norm_add_one}, w.mlp.gate_up.w, bias_of(w.mlp.gate_up), act, h);
-    ops::matmul_add(h, w.mlp.down.w, bias_of(w.mlp.down), x);
+    project_add(o.reshape({1, qd}), w.attn.o, x);
+    Tensor h = Tensor::empty({1, w.mlp.gate_up.out / 2}, step.act, step.device);
+    const NormArgs post_norm{w.post_attn_norm, norm_eps, norm_add_one};
+    if (w.mlp.gate_up.quantized()) ops::norm_qgated_matmul(x, post_norm, w.mlp.gate_up.q, bias_of(w.mlp.gate_up), act, h);
+    else ops::norm_gated_matmul(x, post_norm, w.mlp.gate_up.w, bias_of(w.mlp.gate_up), act, h);
+    project_add(h, w.mlp.down, x);
   }
 }
 

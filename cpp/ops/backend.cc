@@ -115,6 +115,25 @@ void Backend::norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor&
   kv_write(v, slots, v_cache);
 }
 
+void Backend::qmatmul_add(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& resid) {
+  Tensor branch = Tensor::empty(resid.shape(), resid.dtype(), resid.device());
+  qmatmul(x, w, bias, branch);
+  add(resid, branch, resid);
+}
+
+void Backend::norm_qmatmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Tensor& y) {
+  Tensor normed = Tensor::empty(x.shape(), x.dtype(), x.device());
+  rms_norm(x, norm.w, norm.eps, norm.add_one, normed);
+  qmatmul(normed, w, bias, y);
+}
+
+void Backend::norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Activation act,
+                                 Tensor& out) {
+  Tensor normed = Tensor::empty(x.shape(), x.dtype(), x.device());
+  rms_norm(x, norm.w, norm.eps, norm.add_one, normed);
+  qgated_matmul(normed, w, bias, act, out);
+}
+
 std::unique_ptr<DeviceGraph> Backend::end_capture() {
   fail(ErrorCode::kUnsupported, "this backend cannot capture device graphs");
 }

@@ -50,5 +50,14 @@ void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const
 void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) {
   backend(out.device()).qgated_matmul(x, w, bias, act, out);
 }
+void qmatmul_add(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& resid) {
+  backend(resid.device()).qmatmul_add(x, w, bias, resid);
+}
+void norm_qmatmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Tensor& y) {
+  backend(y.device()).norm_qmatmul(x, norm, w, bias, y);
+}
+void norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) {
+  backend(out.device()).norm_qgated_matmul(x, norm, w, bias, act, out);
+}
 
 }  // namespace mlxb::ops

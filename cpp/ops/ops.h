@@ -215,6 +215,14 @@ class Backend {
   virtual void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
                              const Tensor& positions, const RopeArgs& rope, const Tensor& slots, Tensor& k_cache,
                              Tensor& v_cache, Tensor& qkv);
+  // The same three one-row fusions for MLX affine-quantized weights, bit for bit the ops they name:
+  // resid += qmatmul(x, w) (qmatmul into a temporary, then add)
+  virtual void qmatmul_add(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& resid);
+  // y = qmatmul(rms_norm(x), w) (rms_norm into a temporary of x's dtype)
+  virtual void norm_qmatmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Tensor& y);
+  // out = qgated_matmul(rms_norm(x), w [2F rows], bias, act)
+  virtual void norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Activation act,
+                                  Tensor& out);
 
   // --- capture (optional). Between begin_capture() and end_capture() the calling thread's ops
   // are recorded instead of run, and what they allocate comes from an arena owned by the graph;
@@ -263,6 +271,9 @@ void norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const T
 void norm_gated_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);
 void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
                    const Tensor& positions, const RopeArgs& rope, const Tensor& slots, Tensor& k_cache, Tensor& v_cache, Tensor& qkv);
+void qmatmul_add(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& resid);
+void norm_qmatmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Tensor& y);
+void norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out);
 }  // namespace ops
 
 }  // namespace mlxb

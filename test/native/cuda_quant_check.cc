@@ -8,6 +8,7 @@
 // Prints one line per case, exits non-zero on any failure; "skipped" without a GPU.
 //   cuda_quant_check            all cases
 //   cuda_quant_check --bench    also times the 4-bit kernels at Llama-3 8B / 1B shapes
+//   cuda_quant_check --fused-bench  only the fused one-row ops against the ops they replace
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -198,6 +199,101 @@ void check_qembedding(int64_t vocab, int64_t h, int64_t t, int bits, int gs, DTy
               (long)vocab, (long)h, (long)t, dn(sd), dn(od), scale);
 }
 
+// ---------------------------------------------------------------- fused one-row ops
+// qmatmul_add, norm_qmatmul and norm_qgated_matmul against the ops they fuse, run unfused on the
+// device: every output element must be bit-identical. main() sets MLXB_QFUSED_NORM=1 (the norm
+// forms are opt-in) and MLXB_CUDA_FUSED_STRICT=1, so
+// `covered` cases fail loudly if they fell back to the unfused ops, and the others must throw.
+int64_t mismatches(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() != b.nbytes() || a.dtype() != b.dtype()) return a.numel() + 1;
+  Tensor ha = a.to(Device::kCPU), hb = b.to(Device::kCPU);
+  const int64_t es = dtype_size(a.dtype());
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    n += std::memcmp(static_cast<const char*>(ha.data()) + i * es, static_cast<const char*>(hb.data()) + i * es, es) != 0;
+  return n;
+}
+
+Tensor device_copy(const Tensor& t) {
+  Tensor c = Tensor::empty(t.shape(), t.dtype(), Device::kCUDA);
+  c.copy_from(t);
+  return c;
+}
+
+// Runs f; with `covered`, f must not throw and `bad` elements must be 0; without, f must throw
+// kUnsupported (strict mode: not covered by the fused kernel).
+template <typename F>
+void report_fused(const std::string& name, bool covered, F&& f) {
+  bool ok = false;
+  std::string what;
+  try {
+    const int64_t bad = f();
+    ok = covered && bad == 0;
+    what = std::to_string(bad) + " differing";
+  } catch (const Error& e) {
+    ok = !covered && e.code() == ErrorCode::kUnsupported;
+    what = covered ? std::string("threw: ") + e.what() : "not covered (unfused ops)";
+  }
+  if (!ok) ++failures;
+  std::printf("%-4s %-90s %s\n", ok ? "ok" : "FAIL", name.c_str(), what.c_str());
+}
+
+void check_qfused(int64_t n, int64_t k, int bits, int gs, DType sd, DType xd, bool with_bias, bool add_one, bool covered,
+                  bool norm_covered) {
+  QuantWeight w = to_device(random_weight(n, k, bits, gs, sd));
+  Tensor x = host_tensor(random_vec(k, -3.0f, 3.0f, xd), {1, k}, xd).to(Device::kCUDA);
+  Tensor nw = host_tensor(random_vec(k, 0.5f, 1.5f, xd), {k}, xd).to(Device::kCUDA);
+  Tensor b = host_tensor(random_vec(n, -0.5f, 0.5f, xd), {n}, xd).to(Device::kCUDA);
+  Tensor r = host_tensor(random_vec(n, -4.0f, 4.0f, xd), {1, n}, xd).to(Device::kCUDA);
+  const Tensor* bp = with_bias ? &b : nullptr;
+  const NormArgs norm{nw, 1e-5f, add_one};
+  char tag[160];
+  std::snprintf(tag, sizeof tag, "%db g%d N=%ld K=%ld scales=%s x=%s%s%s", bits, gs, (long)n, (long)k, dn(sd), dn(xd), with_bias ? " +bias" : "",
+                add_one ? " 1+w" : "");
+  report_fused(std::string("qmatmul_add ") + tag + " == qmatmul; add", covered, [&] {
+    Tensor ref = device_copy(r), got = device_copy(r), branch = poisoned({1, n}, xd);
+    ops::qmatmul(x, w, bp, branch);
+    ops::add(ref, branch, ref);
+    ops::qmatmul_add(x, w, bp, got);
+    return mismatches(got, ref);
+  });
+  Tensor normed = poisoned({1, k}, xd);
+  ops::rms_norm(x, nw, norm.eps, add_one, normed);
+  report_fused(std::string("norm_qmatmul ") + tag + " == rms_norm; qmatmul", norm_covered, [&] {
+    Tensor ref = poisoned({1, n}, xd), got = poisoned({1, n}, xd);
+    ops::qmatmul(normed, w, bp, ref);
+    ops::norm_qmatmul(x, norm, w, bp, got);
+    return mismatches(got, ref);
+  });
+  if (n % 2 != 0) return;
+  const Activation act = add_one ? Activation::kGeluTanh : Activation::kSiLU;
+  report_fused(std::string("norm_qgated_matmul ") + tag + " == rms_norm; qgated_matmul", norm_covered, [&] {
+    Tensor ref = poisoned({1, n / 2}, xd), got = poisoned({1, n / 2}, xd);
+    ops::qgated_matmul(normed, w, bp, act, ref);
+    ops::norm_qgated_matmul(x, norm, w, bp, act, got);
+    return mismatches(got, ref);
+  });
+}
+
+void check_qfused_all() {
+  const DType B = DType::BF16, H = DType::F16;
+  // rms_norm's three reduction widths (K < 512, < 2048, >= 2048) and its looped rows (K > 4096),
+  // both group sizes and 16-bit scale dtypes, f16 x, bias, 1 + w, odd N (a partial tile), few rows
+  // (K split 16 ways: 512-thread blocks), the 1B / 8B decode shapes, the longest normalised row.
+  check_qfused(6144, 4096, 4, 64, B, B, false, false, true, true);
+  check_qfused(3072, 2048, 4, 64, B, B, true, false, true, true);
+  check_qfused(2048, 8192, 4, 64, B, B, false, false, true, true);
+  check_qfused(1001, 1024, 4, 128, H, B, true, true, true, true);
+  check_qfused(302, 256, 4, 64, B, H, false, true, true, true);
+  check_qfused(16, 5120, 4, 128, B, H, true, false, true, true);
+  check_qfused(130, 16384, 4, 64, H, H, false, false, true, true);
+  // Not covered: 8-bit weights, group size 32, float32 scales; a row too long to normalise.
+  check_qfused(256, 1024, 8, 64, B, B, false, false, false, false);
+  check_qfused(256, 1024, 4, 32, B, B, false, false, false, false);
+  check_qfused(256, 1024, 4, 64, DType::F32, B, false, false, false, false);
+  check_qfused(64, 16640, 4, 64, B, B, false, false, true, false);  // the residual form is covered
+}
+
 // Bad input is a typed error, not a crash.
 void check_errors() {
   QuantWeight wd = to_device(random_weight(64, 128, 4, 64, DType::BF16));
@@ -305,6 +401,45 @@ void bench() {
   }
 }
 
+// The fused one-row ops against the ops they replace at Llama-3 1B / 8B decode shapes (4-bit g64,
+// bf16; weights rotated over copies so runs do not hit L2).
+void bench_fused() {
+  std::printf("\n-- fused one-row quantized ops (unfused = the ops they replace)\n");
+  struct S { const char* name; int64_t h, ffn, qkv, qd; } shapes[] = {{"1B", 2048, 8192, 3072, 2048}, {"8B", 4096, 14336, 6144, 4096}};
+  const DType B = DType::BF16;
+  for (const S& s : shapes) {
+    constexpr int kCopies = 8;
+    std::vector<QuantWeight> wqkv, wo, wgu, wdown;
+    for (int i = 0; i < kCopies; ++i) {
+      wqkv.push_back(random_device_weight(s.qkv, s.h, 4, 64));
+      wo.push_back(random_device_weight(s.h, s.qd, 4, 64));
+      wgu.push_back(random_device_weight(2 * s.ffn, s.h, 4, 64));
+      wdown.push_back(random_device_weight(s.h, s.ffn, 4, 64));
+    }
+    auto dev = [&](int64_t n, float lo, float hi) { return host_tensor(random_vec(n, lo, hi, B), {1, n}, B).to(Device::kCUDA); };
+    Tensor x = dev(s.h, -1, 1), nw = dev(s.h, 0.5f, 1.5f).reshape({s.h}), normed = dev(s.h, 0, 0), branch = dev(s.h, 0, 0);
+    Tensor qkv = dev(s.qkv, 0, 0), o = dev(s.qd, -1, 1), h = dev(s.ffn, -1, 1), g = dev(s.ffn, 0, 0);
+    const NormArgs norm{nw, 1e-5f, false};
+    int i = 0;
+    auto row = [&](const char* what, double u, double f) {
+      std::printf("%s %-22s unfused %7.1f us  fused %7.1f us\n", s.name, what, u * 1e3, f * 1e3);
+    };
+    double u = time_ms([&] { ops::rms_norm(x, nw, 1e-5f, false, normed); ops::qmatmul(normed, wqkv[i++ % kCopies], nullptr, qkv); }, 200);
+    double f = time_ms([&] { ops::norm_qmatmul(x, norm, wqkv[i++ % kCopies], nullptr, qkv); }, 200);
+    row("norm + qkv", u, f);
+    u = time_ms([&] { ops::qmatmul(o, wo[i++ % kCopies], nullptr, branch); ops::add(x, branch, x); }, 200);
+    f = time_ms([&] { ops::qmatmul_add(o, wo[i++ % kCopies], nullptr, x); }, 200);
+    row("o + residual", u, f);
+    u = time_ms([&] { ops::rms_norm(x, nw, 1e-5f, false, normed); ops::qgated_matmul(normed, wgu[i++ % kCopies], nullptr, Activation::kSiLU, g); },
+                200);
+    f = time_ms([&] { ops::norm_qgated_matmul(x, norm, wgu[i++ % kCopies], nullptr, Activation::kSiLU, g); }, 200);
+    row("norm + gate/up + act", u, f);
+    u = time_ms([&] { ops::qmatmul(h, wdown[i++ % kCopies], nullptr, branch); ops::add(x, branch, x); }, 200);
+    f = time_ms([&] { ops::qmatmul_add(h, wdown[i++ % kCopies], nullptr, x); }, 200);
+    row("down + residual", u, f);
+  }
+}
+
 // One launch of each GEMV variant on the 8B gate+up shape (for a profiler: --profile).
 void profile() {
   QuantWeight w = random_device_weight(28672, 4096, 4, 64);
@@ -323,6 +458,7 @@ void profile() {
 int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  const bool fused_bench = argc > 1 && std::strcmp(argv[1], "--fused-bench") == 0;
   if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
     profile();
     return 0;
@@ -391,7 +527,11 @@ int main(int argc, char** argv) {
       }
     for (DType od : {F, B, H}) check_qembedding(1000, 2048, 17, 4, 64, B, od, 1.0f);
     check_errors();
+    setenv("MLXB_CUDA_FUSED_STRICT", "1", 1);  // both read once, at the first fused op
+    setenv("MLXB_QFUSED_NORM", "1", 1);
+    check_qfused_all();
     if (do_bench) bench();
+    if (do_bench || fused_bench) bench_fused();
   } catch (const Error& e) {
     std::printf("FAIL exception: %s\n", e.what());
     return 1;

@@ -50,6 +50,11 @@ class CudaBackend final : public Backend {
   void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, const QkvShape& shape,
                      const Tensor& positions, const RopeArgs& rope, const Tensor& slots, Tensor& k_cache, Tensor& v_cache,
                      Tensor& qkv) override;
+  // qgemv_fused.cu
+  void qmatmul_add(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& resid) override;
+  void norm_qmatmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Tensor& y) override;
+  void norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Activation act,
+                          Tensor& out) override;
   bool begin_capture() override;                        // graph.cu
   std::unique_ptr<DeviceGraph> end_capture() override;  // graph.cu
   void abort_capture() override;                        // graph.cu

@@ -21,6 +21,7 @@
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/rms_row.cuh"
 
 namespace mlxb::cuda {
 
@@ -68,30 +69,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory"); }
 
 // Normalises the staged row xs in place with the staged norm weights ns: the sum of squares in
-// rms_norm's order (its launch of vt threads emulated: virtual thread j sums elements j, j + vt,
-// ..., then each warp's butterfly, then the butterfly over the warp sums), then rms_norm's
-// per-element float32 expression.
+// rms_norm's order (rms_row.cuh), then rms_norm's per-element float32 expression.
 template <typename T>
 __device__ __forceinline__ void normalise_row(const Args& a, T* xs, const T* ns) {
-  __shared__ float part[32];
-  const int tid = threadIdx.x, lane = tid & 31;
+  const int tid = threadIdx.x;
   const int64_t h = a.k;
-  const int vt = h >= 2048 ? 512 : (h >= 512 ? 256 : 128);
-  for (int r = 0; r * kThreads < vt; ++r) {
-    const int j = tid + r * kThreads;
-    float ss = 0.0f;
-    if (j < vt)
-      for (int64_t i = j; i < h; i += vt) {
-        const float v = to_f32(xs[i]);
-        ss = __fmaf_rn(v, v, ss);
-      }
-    ss = warp_sum(ss);
-    if (lane == 0 && j < vt) part[j >> 5] = ss;
-  }
-  __syncthreads();
-  float total = lane < (vt >> 5) ? part[lane] : 0.0f;
-  total = warp_sum(total);
-  const float inv = rsqrtf(total / static_cast<float>(h) + a.eps);
+  const float inv = rms_inv_row([&](int64_t i) { return to_f32(xs[i]); }, h, a.eps);
   uint4* sv = reinterpret_cast<uint4*>(xs);
   const uint4* nv = reinterpret_cast<const uint4*>(ns);
   for (int64_t i = tid; i < h / 8; i += kThreads) {

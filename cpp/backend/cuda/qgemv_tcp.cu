@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "backend/cuda/qgemv_tc.cuh"
+#include "backend/cuda/rms_row.cuh"
 
 namespace mlxb::cuda::qmm {
 
@@ -101,11 +102,36 @@ __device__ __forceinline__ void epilogue(const Params& p, const TileCoord& c, in
     float v = 0.0f;
     for (int s = 0; s < splits; ++s) v += part[s * stride + e];
     if (p.bias) v += load_f(p.bias, p.bias_code, n);
-    y[n] = from_f32<TX>(v);
+    y[n] = p.add ? from_f32<TX>(to_f32(y[n]) + to_f32(from_f32<TX>(v))) : from_f32<TX>(v);  // add: as qmatmul, then add
   }
 }
 
-template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair, bool kPdl>
+// kNorm: the block normalises x once, as rms_norm would (rms_row.cuh for the sum of squares, then
+// rms_norm's per-element float32 expression with the norm weights), pairs every 16-byte piece as
+// pair_x8 and stores the row in xs [K]; the stages then read x from there instead of copying it.
+template <typename TX>
+__device__ __forceinline__ void stage_normed_x(const Params& p, uint4* xs) {
+  const TX* x = static_cast<const TX*>(p.x);
+  const float inv = rms_inv_row([&](int64_t i) { return to_f32(x[i]); }, p.K, p.eps);
+  const uint4* xv = static_cast<const uint4*>(p.x);
+  const uint4* nv = static_cast<const uint4*>(p.norm_w);
+  for (int i = threadIdx.x; i < static_cast<int>(p.K / 8); i += blockDim.x) {
+    const uint4 xu = xv[i], wu = __ldg(nv + i);
+    uint4 yu;
+    const TX* xe = reinterpret_cast<const TX*>(&xu);
+    const TX* we = reinterpret_cast<const TX*>(&wu);
+    TX* ye = reinterpret_cast<TX*>(&yu);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float v = to_f32(xe[e]), wn = to_f32(we[e]);
+      ye[e] = from_f32<TX>(v * inv * (p.add_one ? 1.0f + wn : wn));
+    }
+    xs[i] = pair_x8(yu);
+  }
+  __syncthreads();
+}
+
+template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair, bool kPdl, bool kNorm>
 __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p, int splits, int tiles_per_block) {
   constexpr int GB = 16 * W;   // bytes of one group in a row
   constexpr int U = 128 / GB;  // groups per stage
@@ -142,7 +168,7 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
       const unsigned char* wbase = reinterpret_cast<const unsigned char*>(p.packed) + s * 128u;
 #pragma unroll
       for (int i = 0; i < 4; ++i) cp_async_sh<16, true>(wdst + slot + i * 512, wbase + woff[i]);
-      cp_async_sh<16, false>(xdst + slot, reinterpret_cast<const unsigned char*>(p.x) + xoff + s * 512u);
+      if constexpr (!kNorm) cp_async_sh<16, false>(xdst + slot, reinterpret_cast<const unsigned char*>(p.x) + xoff + s * 512u);
       const void* sb = c.lane < 16 ? p.scales : p.biases;
       cp_async_sh<2 * U, false>(sdst + slot, reinterpret_cast<const unsigned char*>(sb) + soff + s * 2u * U);
     }
@@ -171,19 +197,23 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
     grid_dependency_wait();
 #pragma unroll
     for (int s = 0; s < NS - 1; ++s) {
-      if (s < n) cp_async_sh<16, false>(xdst + (s % NS) * SB, reinterpret_cast<const unsigned char*>(p.x) + xoff + s * 512u);
+      if (!kNorm && s < n) cp_async_sh<16, false>(xdst + (s % NS) * SB, reinterpret_cast<const unsigned char*>(p.x) + xoff + s * 512u);
       cp_async_commit();
     }
   } else {
 #pragma unroll
     for (int s = 0; s < NS - 1; ++s) issue(s);
   }
+  // kNorm: the normalised, paired row after every warp's stage memory (x is read from there).
+  const unsigned char* xrow = stage_mem + (blockDim.x >> 5) * (NS * SB) + st0 * 512;
+  if constexpr (kNorm) stage_normed_x<TX>(p, reinterpret_cast<uint4*>(stage_mem + (blockDim.x >> 5) * (NS * SB)));
   for (int s = 0; s < n; ++s) {
     issue(s + NS - 1);  // into the slot consumed in iteration s - 1
     cp_async_wait<NS - 1>();
     __syncwarp();
     const unsigned char* st = stages + (s % NS) * SB;
-    if constexpr (kPair) {  // each lane pairs the 8 x values it copied, once for all lanes
+    const unsigned char* xb = kNorm ? xrow + s * 512 : st + kXOff;
+    if constexpr (kPair && !kNorm) {  // each lane pairs the 8 x values it copied, once for all lanes
       uint4* xs = reinterpret_cast<uint4*>(stages + (s % NS) * SB + kXOff) + c.lane;
       *xs = pair_x8(*xs);
       __syncwarp();
@@ -198,7 +228,7 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
     for (int u = 0; u < U; ++u) {
       uint4 xv[W];
 #pragma unroll
-      for (int j = 0; j < W; ++j) xv[j] = *reinterpret_cast<const uint4*>(st + kXOff + (u * 32 * W + c.t * 8 * W) * 2 + 16 * j);
+      for (int j = 0; j < W; ++j) xv[j] = *reinterpret_cast<const uint4*>(xb + (u * 32 * W + c.t * 8 * W) * 2 + 16 * j);
       uint32_t wa[W], wb[W];
       const int off = swz<W>(c.g, u * GB + c.t * 4 * W);
       if constexpr (W == 4) {
@@ -221,7 +251,7 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
   epilogue<TX, kGated, A>(p, c, splits, acc, reinterpret_cast<float*>(stage_mem), NS * SB / 4);
 }
 
-template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair, bool kPdl>
+template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair, bool kPdl, bool kNorm>
 void launch_p(const Params& p, int64_t target) {
   constexpr int U = 128 / (16 * W);
   constexpr int kWarpBytes = NS * stage_bytes<W>();
@@ -230,11 +260,11 @@ void launch_p(const Params& p, int64_t target) {
   const SplitPlan sp = plan_splits(tiles, total, kPMaxWarps, target);
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
-    MLXB_CUDA_OK(cudaFuncSetAttribute(qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      kPMaxWarps * kWarpBytes));
+    MLXB_CUDA_OK(cudaFuncSetAttribute(qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl, kNorm>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      kPMaxWarps * kWarpBytes + (kNorm ? 2 * kTcpMaxNormK : 0)));
     configured = true;
   }
-  const size_t smem = static_cast<size_t>(sp.threads / 32) * kWarpBytes;
+  const size_t smem = static_cast<size_t>(sp.threads / 32) * kWarpBytes + (kNorm ? static_cast<size_t>(p.K) * 2 : 0);
   if constexpr (kPdl) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(sp.grid);
@@ -246,37 +276,37 @@ void launch_p(const Params& p, int64_t target) {
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl>, p, sp.splits, sp.tpb));
+    MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl, kNorm>, p, sp.splits, sp.tpb));
   } else {
-    qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl><<<sp.grid, sp.threads, smem, stream()>>>(p, sp.splits, sp.tpb);
+    qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl, kNorm><<<sp.grid, sp.threads, smem, stream()>>>(p, sp.splits, sp.tpb);
   }
 }
 
-template <typename TX, typename TS, int W, int NS, bool kPair, bool kPdl>
+template <typename TX, typename TS, int W, int NS, bool kPair, bool kPdl, bool kNorm>
 void launch_act(const Params& p, bool gated, Activation act, int64_t t) {
-  if (!gated) return launch_p<TX, TS, W, false, Activation::kSiLU, NS, kPair, kPdl>(p, t);
+  if (!gated) return launch_p<TX, TS, W, false, Activation::kSiLU, NS, kPair, kPdl, kNorm>(p, t);
   switch (act) {
-    case Activation::kSiLU: return launch_p<TX, TS, W, true, Activation::kSiLU, NS, kPair, kPdl>(p, t);
-    case Activation::kGeluExact: return launch_p<TX, TS, W, true, Activation::kGeluExact, NS, kPair, kPdl>(p, t);
-    case Activation::kGeluTanh: return launch_p<TX, TS, W, true, Activation::kGeluTanh, NS, kPair, kPdl>(p, t);
+    case Activation::kSiLU: return launch_p<TX, TS, W, true, Activation::kSiLU, NS, kPair, kPdl, kNorm>(p, t);
+    case Activation::kGeluExact: return launch_p<TX, TS, W, true, Activation::kGeluExact, NS, kPair, kPdl, kNorm>(p, t);
+    case Activation::kGeluTanh: return launch_p<TX, TS, W, true, Activation::kGeluTanh, NS, kPair, kPdl, kNorm>(p, t);
   }
 }
 
-template <typename TX, typename TS, int NS, bool kPair, bool kPdl>
+template <typename TX, typename TS, int NS, bool kPair, bool kPdl, bool kNorm>
 void launch_w(const Params& p, bool gated, Activation act, int64_t t) {
-  if (p.group_size == 64) launch_act<TX, TS, 2, NS, kPair, kPdl>(p, gated, act, t);
-  else launch_act<TX, TS, 4, NS, kPair, kPdl>(p, gated, act, t);
+  if (p.group_size == 64) launch_act<TX, TS, 2, NS, kPair, kPdl, kNorm>(p, gated, act, t);
+  else launch_act<TX, TS, 4, NS, kPair, kPdl, kNorm>(p, gated, act, t);
 }
 
-template <int NS, bool kPair, bool kPdl>
+template <int NS, bool kPair, bool kPdl, bool kNorm = false>
 void launch_ns(const Params& p, DType xd, bool gated, Activation act, int64_t t) {
   const bool sb_bf16 = p.sb_code == kBF16;
   if (xd == DType::BF16) {
-    if (sb_bf16) launch_w<__nv_bfloat16, __nv_bfloat16, NS, kPair, kPdl>(p, gated, act, t);
-    else launch_w<__nv_bfloat16, __half, NS, kPair, kPdl>(p, gated, act, t);
+    if (sb_bf16) launch_w<__nv_bfloat16, __nv_bfloat16, NS, kPair, kPdl, kNorm>(p, gated, act, t);
+    else launch_w<__nv_bfloat16, __half, NS, kPair, kPdl, kNorm>(p, gated, act, t);
   } else {
-    if (sb_bf16) launch_w<__half, __nv_bfloat16, NS, kPair, kPdl>(p, gated, act, t);
-    else launch_w<__half, __half, NS, kPair, kPdl>(p, gated, act, t);
+    if (sb_bf16) launch_w<__half, __nv_bfloat16, NS, kPair, kPdl, kNorm>(p, gated, act, t);
+    else launch_w<__half, __half, NS, kPair, kPdl, kNorm>(p, gated, act, t);
   }
 }
 
@@ -306,11 +336,14 @@ bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages
   if (groups % U != 0 || groups > INT32_MAX / 64 || rows * (p.K / 2) > UINT32_MAX || rows * groups * 2 > UINT32_MAX || reinterpret_cast<uintptr_t>(p.scales) % align != 0 ||
       reinterpret_cast<uintptr_t>(p.biases) % align != 0)
     return false;
+  const bool norm = p.norm_w != nullptr;
+  if (norm && (stages != 2 || !pair_x || p.K > kTcpMaxNormK || reinterpret_cast<uintptr_t>(p.norm_w) % 16 != 0)) return false;
+  if (p.add && gated) return false;
   const int64_t target = static_cast<int64_t>(sm_count()) * (fewer_splits ? kPWarpsPerSm / 2 : kPWarpsPerSm);
   if (stages == 3) launch_ns<3, true, false>(p, xd, gated, act, target);
   else if (!pair_x) launch_ns<2, false, false>(p, xd, gated, act, target);
-  else if (programmatic(p.K)) launch_ns<2, true, true>(p, xd, gated, act, target);
-  else launch_ns<2, true, false>(p, xd, gated, act, target);
+  else if (programmatic(p.K)) norm ? launch_ns<2, true, true, true>(p, xd, gated, act, target) : launch_ns<2, true, true>(p, xd, gated, act, target);
+  else norm ? launch_ns<2, true, false, true>(p, xd, gated, act, target) : launch_ns<2, true, false>(p, xd, gated, act, target);
   MLXB_CUDA_LAUNCHED(gated ? "qgated_matmul (tensor-core gemv, M = 1)" : "qmatmul (tensor-core gemv, M = 1)");
   return true;
 }

@@ -125,23 +125,6 @@ static void dequantize_to(const QuantWeight& w, const uint32_t* packed, Tensor& 
   MLXB_FLOAT_SWITCH(out.dtype(), TD, qmm::dequant_typed<TD>(w, packed, sb, out.ptr<TD>()));
 }
 
-static qmm::Params gemv_params(const Tensor& x, const QuantWeight& w, const Tensor& packed, const Tensor* bias, Tensor& y, int64_t m) {
-  qmm::Params p;
-  p.x = x.data();
-  p.y = y.data();
-  p.packed = packed.ptr<uint32_t>();
-  p.scales = w.scales.data();
-  p.biases = w.biases.data();
-  p.sb_code = qmm::code_of(w.scales.dtype());
-  p.bias = bias ? bias->data() : nullptr;
-  p.bias_code = bias ? qmm::code_of(bias->dtype()) : qmm::kF32;
-  p.group_size = w.group_size;
-  p.M = m;
-  p.N = w.rows;
-  p.K = w.cols;
-  return p;
-}
-
 void CudaBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) {
   quant::validate(w, "qmatmul weight");
   check_device(x, "qmatmul", "x"); check_device(y, "qmatmul", "y");
@@ -176,7 +159,7 @@ void CudaBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* b
       xa = Tensor::empty(x.shape(), x.dtype(), Device::kCUDA);
       copy(xa.data(), Device::kCUDA, x.data(), Device::kCUDA, x.nbytes());
     }
-    const qmm::Params p = gemv_params(xa, w, packed, bias, y, m);
+    const qmm::Params p = qmm::gemv_params(xa, w, packed, bias, y, m);
     if (qmm::qgemv_tc_fits(p, w.bits, x.dtype())) {
       qmm::qgemv_tc_b4(p, x.dtype());
       return;
@@ -218,7 +201,7 @@ void CudaBackend::qgated_matmul(const Tensor& x, const QuantWeight& w, const Ten
   if (fits) {
     quant::validate(w, "qgated_matmul weight");
     const int64_t m = x.numel() / w.cols;
-    qmm::Params p = gemv_params(x, w, w.packed, bias, out, m);
+    qmm::Params p = qmm::gemv_params(x, w, w.packed, bias, out, m);
     p.N = w.rows / 2;
     if (m > 0 && qmm::qgemv_tc_fits(p, w.bits, x.dtype())) {
       qmm::qgated_tc_b4(p, x.dtype(), act);

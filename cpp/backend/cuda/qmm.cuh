@@ -129,7 +129,32 @@ struct Params {
   int bias_code = kF32;
   int group_size = 64;
   int64_t M = 0, N = 0, K = 0;
+  // The fused one-row ops (qgemv_fused.cu; qgemv_tcp only): with norm_w, x is first normalised as
+  // rms_norm(x, norm_w, eps, add_one) would (norm_w of x's dtype); with add, y += the rounded
+  // result (y is the residual) instead of y = it.
+  const void* norm_w = nullptr;
+  float eps = 0.0f;
+  bool add_one = false;
+  bool add = false;
 };
+
+// The GEMV's parameters for x [m, K] · w^T into y (w's packed data at `packed`).
+inline Params gemv_params(const Tensor& x, const QuantWeight& w, const Tensor& packed, const Tensor* bias, Tensor& y, int64_t m) {
+  Params p;
+  p.x = x.data();
+  p.y = y.data();
+  p.packed = packed.ptr<uint32_t>();
+  p.scales = w.scales.data();
+  p.biases = w.biases.data();
+  p.sb_code = code_of(w.scales.dtype());
+  p.bias = bias ? bias->data() : nullptr;
+  p.bias_code = bias ? code_of(bias->dtype()) : kF32;
+  p.group_size = w.group_size;
+  p.M = m;
+  p.N = w.rows;
+  p.K = w.cols;
+  return p;
+}
 
 // GEMV for M <= 8 (decode): per bit width, x/y of dtype `xd`. Defined in qgemv_*.cu.
 void qgemv_b2(const Params& p, DType xd);
@@ -160,11 +185,13 @@ int gemv_variant();
 bool qgemv_tcf(const Params& p, DType xd, bool gated, Activation act);
 // qgemv_tcp.cu: the same for M = 1 (stages: 2 or 3 per warp; fewer_splits: K split for ~16
 // instead of ~32 warps per SM; pair_x: x paired once per stage in shared memory, always with 3
-// stages); false when p does not fit it.
+// stages); false when p does not fit it (p.norm_w: only the default configuration, 2 stages with
+// pair_x, and K <= kTcpMaxNormK).
 bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages, bool fewer_splits, bool pair_x);
 void qgemv_tc_b4(const Params& p, DType xd);
 void qgated_tc_b4(const Params& p, DType xd, Activation act);
 
 constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kTcpMaxNormK = 16384;  // x staged per block for p.norm_w (2-byte values, 32 KB)
 
 }  // namespace mlxb::cuda::qmm
