@@ -61,6 +61,7 @@ class Decoder final : public Model {
     load_tensors(check);
     WeightLoader wl(store, cfg_, options, /*dry_run=*/false);
     load_tensors(wl);
+    prepare_weights();
     setup();
     fused_step_ = fused_decode_supported(layers_, spec_, device_, act_);
     if (device_ == Device::kCUDA && decode_graphs_enabled()) graphs_ = std::make_unique<DecodeGraphs>(device_);
@@ -242,6 +243,21 @@ class Decoder final : public Model {
     }
     final_norm_ = wl.tensor("model.norm.weight", {h});
     lm_head_ = cfg_.tie_word_embeddings ? embed_ : load_linear(wl, "lm_head", cfg_.vocab_size, h, false);
+  }
+
+  // Every dense weight in the layout its backend's matmul reads fastest (ops::prepare_weight: the
+  // CPU's four-row blocks for bf16 on its bf16-dot path; CUDA keeps them as they are). A tied
+  // head stays the embedding table's tensor.
+  void prepare_weights() {
+    auto prep = [](Linear& l) {
+      if (l.w.defined()) l.w = ops::prepare_weight(l.w);
+    };
+    for (LayerWeights& w : layers_)
+      for (Linear* l : {&w.attn.q, &w.attn.k, &w.attn.v, &w.attn.o, &w.attn.qkv, &w.mlp.gate, &w.mlp.up, &w.mlp.down, &w.mlp.gate_up})
+        prep(*l);
+    prep(embed_);
+    if (cfg_.tie_word_embeddings) lm_head_ = embed_;
+    else prep(lm_head_);
   }
 
   void setup() {
