@@ -246,15 +246,37 @@ class Decoder final : public Model {
   }
 
   // Every dense weight in the layout its backend's matmul reads fastest (ops::prepare_weight: the
-  // CPU's four-row blocks for bf16 on its bf16-dot path; CUDA keeps them as they are). A tied
-  // head stays the embedding table's tensor.
+  // CPU's four-row blocks for bf16 on its bf16-dot path; CUDA keeps them as they are). The parts
+  // of a fused projection (q/k/v, gate/up) become row views of the prepared fused weight, as they
+  // were of the fused one (no second copy); where the layout cannot cut at a part's rows, the
+  // fused weight and its parts stay as loaded. A tied head stays the embedding table's tensor.
   void prepare_weights() {
     auto prep = [](Linear& l) {
       if (l.w.defined()) l.w = ops::prepare_weight(l.w);
     };
-    for (LayerWeights& w : layers_)
-      for (Linear* l : {&w.attn.q, &w.attn.k, &w.attn.v, &w.attn.o, &w.attn.qkv, &w.mlp.gate, &w.mlp.up, &w.mlp.down, &w.mlp.gate_up})
-        prep(*l);
+    auto prep_fused = [&](Linear& fused, std::initializer_list<Linear*> parts) {
+      if (!fused.w.defined()) {
+        for (Linear* p : parts) prep(*p);
+        return;
+      }
+      const Tensor w = ops::prepare_weight(fused.w);
+      std::vector<Tensor> views;
+      int64_t row = 0;
+      for (Linear* p : parts) {
+        views.push_back(ops::prepared_rows(w, row, row + p->out));
+        if (!views.back().defined()) return;
+        row += p->out;
+      }
+      fused.w = w;
+      size_t i = 0;
+      for (Linear* p : parts) p->w = views[i++];
+    };
+    for (LayerWeights& w : layers_) {
+      prep_fused(w.attn.qkv, {&w.attn.q, &w.attn.k, &w.attn.v});
+      prep_fused(w.mlp.gate_up, {&w.mlp.gate, &w.mlp.up});
+      prep(w.attn.o);
+      prep(w.mlp.down);
+    }
     prep(embed_);
     if (cfg_.tie_word_embeddings) lm_head_ = embed_;
     else prep(lm_head_);

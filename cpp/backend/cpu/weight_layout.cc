@@ -72,4 +72,10 @@ Tensor CpuBackend::prepare_weight(const Tensor& w) {
   return out;
 }
 
+Tensor CpuBackend::prepared_rows(const Tensor& prepared, int64_t r0, int64_t r1) {
+  if (!is_blocked_weight(prepared)) return prepared.slice_rows(r0, r1);
+  if (r0 % kRows != 0 || r1 % kRows != 0) return Tensor();  // a block holds four rows
+  return prepared.slice_rows(r0 / kRows, r1 / kRows);
+}
+
 }  // namespace mlxb::cpu
