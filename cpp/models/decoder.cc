@@ -61,6 +61,7 @@ class Decoder final : public Model {
     load_tensors(check);
     WeightLoader wl(store, cfg_, options, /*dry_run=*/false);
     load_tensors(wl);
+    prepare_weights();
     setup();
     fused_step_ = fused_decode_supported(layers_, spec_, device_, act_);
     if (device_ == Device::kCUDA && decode_graphs_enabled()) graphs_ = std::make_unique<DecodeGraphs>(device_);
@@ -242,6 +243,43 @@ class Decoder final : public Model {
     }
     final_norm_ = wl.tensor("model.norm.weight", {h});
     lm_head_ = cfg_.tie_word_embeddings ? embed_ : load_linear(wl, "lm_head", cfg_.vocab_size, h, false);
+  }
+
+  // Every dense weight in the layout its backend's matmul reads fastest (ops::prepare_weight: the
+  // CPU's four-row blocks for bf16 on its bf16-dot path; CUDA keeps them as they are). The parts
+  // of a fused projection (q/k/v, gate/up) become row views of the prepared fused weight, as they
+  // were of the fused one (no second copy); where the layout cannot cut at a part's rows, the
+  // fused weight and its parts stay as loaded. A tied head stays the embedding table's tensor.
+  void prepare_weights() {
+    auto prep = [](Linear& l) {
+      if (l.w.defined()) l.w = ops::prepare_weight(l.w);
+    };
+    auto prep_fused = [&](Linear& fused, std::initializer_list<Linear*> parts) {
+      if (!fused.w.defined()) {
+        for (Linear* p : parts) prep(*p);
+        return;
+      }
+      const Tensor w = ops::prepare_weight(fused.w);
+      std::vector<Tensor> views;
+      int64_t row = 0;
+      for (Linear* p : parts) {
+        views.push_back(ops::prepared_rows(w, row, row + p->out));
+        if (!views.back().defined()) return;
+        row += p->out;
+      }
+      fused.w = w;
+      size_t i = 0;
+      for (Linear* p : parts) p->w = views[i++];
+    };
+    for (LayerWeights& w : layers_) {
+      prep_fused(w.attn.qkv, {&w.attn.q, &w.attn.k, &w.attn.v});
+      prep_fused(w.mlp.gate_up, {&w.mlp.gate, &w.mlp.up});
+      prep(w.attn.o);
+      prep(w.mlp.down);
+    }
+    prep(embed_);
+    if (cfg_.tie_word_embeddings) lm_head_ = embed_;
+    else prep(lm_head_);
   }
 
   void setup() {

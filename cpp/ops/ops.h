@@ -132,6 +132,14 @@ class Backend {
   virtual void zero(void* p, int64_t bytes) = 0;
   virtual void synchronize() = 0;
 
+  // A dense weight [N, K] in the layout this backend's matmul and embedding read fastest, made once
+  // when a model loads (the CPU's four-row blocks for bf16 weights on its bf16-dot path); the
+  // tensor itself where there is none. Only matmul and embedding are given such a weight.
+  virtual Tensor prepare_weight(const Tensor& w) { return w; }
+  // Rows [r0, r1) of a weight made by prepare_weight, in the same layout (a view, no copy); an
+  // undefined tensor where the layout cannot cut there.
+  virtual Tensor prepared_rows(const Tensor& prepared, int64_t r0, int64_t r1) { return prepared.slice_rows(r0, r1); }
+
   // --- ops (shapes in comments; see the conventions above)
   // y[M,N] = x[M,K] · w[N,K]^T (+ bias[N])
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
@@ -242,6 +250,8 @@ bool cuda_available();
 namespace ops {
 // Free functions dispatching on the output tensor's device.
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
+Tensor prepare_weight(const Tensor& w);  // on w's device (Backend::prepare_weight)
+Tensor prepared_rows(const Tensor& prepared, int64_t r0, int64_t r1);  // Backend::prepared_rows
 void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out);
 void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y);
 void qembedding(const QuantWeight& table, const Tensor& ids, float scale, Tensor& out);

@@ -2,7 +2,8 @@
 // matmul (GEMV and GEMM shapes, f32/bf16/f16 weights, bias, and batch invariance: rows bit for
 // bit independent of M) for every SIMD family this CPU runs (AVX2, AVX-512 exact and bf16-dot)
 // and for plain-array models of the AVX-512 modes (any CPU), AVX2 attention and gated activations
-// against the plain reference. Needs no Node, so it can run on any x86-64 host (e.g. one with
+// against the plain reference, and the four-row block weight layout (weight_layout.h: matmul and
+// embedding give the row-major weight's bits). Needs no Node, so it can run on any x86-64 host (e.g. one with
 // AVX-512, which the development VM lacks). Prints "ok"/"skip" lines; exits non-zero on failure.
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,8 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul_ordered.h"
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/weight_layout.h"
+#include "core/tensor.h"
 #include "core/cpu_features.h"
 
 using namespace mlxb;
@@ -207,6 +210,57 @@ static void check_invariance(const char* family, MatmulFn fn) {
     }
   }
   std::printf("ok %s batch invariance\n", family);
+}
+
+// ops::prepare_weight's four-row block layout (bf16-dot CPUs): matmul at every M (GEMV and GEMM)
+// and embedding rows are bit for bit those of the row-major weight; shapes that do not fit the
+// layout, and other dtypes, come back unchanged.
+static void check_blocked_layout() {
+  const int64_t shapes[][2] = {{8, 32}, {36, 96}, {64, 2048}, {12, 8192}};
+  for (const auto& s : shapes) {
+    const int64_t n = s[0], k = s[1];
+    Rng r(static_cast<uint64_t>(n * 31 + k));
+    Weights wv = make_weights(r, n * k, DType::BF16);
+    Tensor w = Tensor::empty({n, k}, DType::BF16);
+    std::memcpy(w.data(), wv.h.data(), static_cast<size_t>(n * k) * 2);
+    Tensor wb = ops::prepare_weight(w);
+    if (!is_blocked_weight(wb) || wb.dim(0) * 4 != n || wb.dim(1) * 32 != k) {
+      std::fprintf(stderr, "FAILED blocked layout: bf16 [%lld, %lld] not blocked\n", (long long)n, (long long)k);
+      ++failures;
+      continue;
+    }
+    Tensor bias = Tensor::empty({n}, DType::F32);
+    for (int64_t j = 0; j < n; ++j) bias.ptr<float>()[j] = r.normal();
+    for (int64_t m : {1, 2, 3, 4, 5, 9, 13}) {
+      Tensor x = Tensor::empty({m, k}, DType::F32);
+      for (int64_t i = 0; i < m * k; ++i) x.ptr<float>()[i] = r.normal();
+      for (const Tensor* b : {static_cast<const Tensor*>(nullptr), static_cast<const Tensor*>(&bias)}) {
+        Tensor y0 = Tensor::empty({m, n}, DType::F32), y1 = Tensor::empty({m, n}, DType::F32);
+        ops::matmul(x, w, b, y0);
+        ops::matmul(x, wb, b, y1);
+        if (std::memcmp(y0.data(), y1.data(), static_cast<size_t>(m * n) * 4) != 0) {
+          std::fprintf(stderr, "FAILED blocked layout matmul M=%lld N=%lld K=%lld%s\n", (long long)m, (long long)n, (long long)k,
+                       b ? " bias" : "");
+          ++failures;
+        }
+      }
+    }
+    std::vector<int32_t> ids = {0, static_cast<int32_t>(n - 1), static_cast<int32_t>(n / 2), 1, 2, 3};
+    Tensor idt = Tensor::wrap(ids.data(), {static_cast<int64_t>(ids.size())}, DType::I32);
+    Tensor e0 = Tensor::empty({static_cast<int64_t>(ids.size()), k}, DType::F32), e1 = e0.astype(DType::F32);
+    ops::embedding(w, idt, 0.5f, e0);
+    ops::embedding(wb, idt, 0.5f, e1);
+    if (std::memcmp(e0.data(), e1.data(), static_cast<size_t>(e0.nbytes())) != 0) {
+      std::fprintf(stderr, "FAILED blocked layout embedding N=%lld K=%lld\n", (long long)n, (long long)k);
+      ++failures;
+    }
+  }
+  Tensor odd = Tensor::empty({6, 64}, DType::BF16), f32 = Tensor::empty({8, 64}, DType::F32);
+  if (ops::prepare_weight(odd).ndim() != 2 || ops::prepare_weight(f32).ndim() != 2) {
+    std::fprintf(stderr, "FAILED blocked layout: a weight that does not fit was blocked\n");
+    ++failures;
+  }
+  std::printf("ok four-row block weight layout\n");
 }
 
 static void check_attention() {
@@ -432,6 +486,8 @@ int main(int argc, char** argv) {
     if (f.avx512_bf16) {
       check_matmul("avx512 bf16-dot", avx512_bf16dot, 8e-3);
       check_invariance("avx512 bf16-dot", avx512_bf16dot);
+      if (bf16_dot()) check_blocked_layout();
+      else std::printf("skip four-row block weight layout (bf16-dot matmuls off here)\n");
     } else std::printf("skip avx512 bf16-dot (CPU lacks AVX512_BF16)\n");
   } else {
     std::printf("skip avx512 (CPU lacks AVX-512)\n");

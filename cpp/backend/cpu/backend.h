@@ -15,6 +15,8 @@ class CpuBackend final : public Backend {
   void zero(void* p, int64_t bytes) override;
   void synchronize() override {}
 
+  Tensor prepare_weight(const Tensor& w) override;  // weight_layout.cc
+  Tensor prepared_rows(const Tensor& prepared, int64_t r0, int64_t r1) override;  // weight_layout.cc
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
   void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) override;
   void qembedding(const QuantWeight& table, const Tensor& ids, float scale, Tensor& out) override;

@@ -14,6 +14,9 @@ void matmul_reference(const float* x, const void* w, DType wt, const float* bias
                       int64_t k);
 void matmul_dispatch(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n,
                      int64_t k);
+// Whether bf16 weights go through the AVX-512 bf16-dot kernels (matmul_dispatch.cc), and so
+// whether weight_layout.cc gives them the four-row block layout.
+bool bf16_dot();
 
 // The kernel family in use: widest allowed by cpu_features() (MLXB_CPU caps it).
 enum class SimdLevel { kScalar, kAvx2, kAvx512 };
@@ -28,6 +31,8 @@ namespace avx512 {
 // float32 products.
 void matmul(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n, int64_t k,
             bool use_bf16_dot);
+// bf16 weights in the four-row block layout (weight_layout.cc), bf16-dot mode: the bits of matmul.
+void matmul_blocked(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k);
 }  // namespace avx512
 
 }  // namespace mlxb::cpu

@@ -1,11 +1,13 @@
 // matmul: y[M,N] = x[M,K] · w[N,K]^T (+ bias[N]); x, y float32, w float32/bfloat16/float16,
 // float32 accumulation. The reference is a plain dot product per output; fast paths (kernels.h)
-// are chosen at run time: a GEMV for decode-sized M that streams w once, and a blocked GEMM.
+// are chosen at run time: a GEMV for decode-sized M that streams w once, and a blocked GEMM. w may
+// also be a bf16 weight in the four-row block layout (weight_layout.h), same results.
 #include <vector>
 
 #include "backend/cpu/backend.h"
 #include "backend/cpu/common.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/weight_layout.h"
 #include "core/thread_pool.h"
 
 namespace mlxb::cpu {
@@ -30,9 +32,10 @@ void matmul_reference(const float* x, const void* w, DType wt, const float* bias
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   const char* op = "matmul";
   check_f32_x_w_y(op, x, w, y);
-  MLXB_ARG(w.ndim() == 2, op, "w must be [N, K], got " + w.describe());
+  const bool blocked = is_blocked_weight(w);
+  MLXB_ARG(w.ndim() == 2 || blocked, op, "w must be [N, K], got " + w.describe());
   MLXB_ARG(x.ndim() >= 1 && y.ndim() >= 1, op, "x and y need at least one dimension");
-  const int64_t n = w.dim(0), k = w.dim(1);
+  const int64_t n = blocked ? w.dim(0) * 4 : w.dim(0), k = blocked ? w.dim(1) * 32 : w.dim(1);
   MLXB_ARG(x.dim(-1) == k, op, "x's last dim must equal w's K: " + x.describe() + " vs " + w.describe());
   MLXB_ARG(y.dim(-1) == n, op, "y's last dim must equal w's N: " + y.describe() + " vs " + w.describe());
   const int64_t m = rows_of(x);
@@ -52,6 +55,11 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
     float* yp = y.ptr<float>();
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) yp[i * n + j] = b ? b[j] : 0.0f;
+    return;
+  }
+  if (blocked) {
+    MLXB_CHECK(bf16_dot(), "a four-row block weight outside the bf16-dot matmul path");
+    avx512::matmul_blocked(x.ptr<float>(), w.data(), b, y.ptr<float>(), m, n, k);
     return;
   }
   matmul_dispatch(x.ptr<float>(), w.data(), w.dtype(), b, y.ptr<float>(), m, n, k);

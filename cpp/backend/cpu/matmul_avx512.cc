@@ -102,6 +102,11 @@ struct Bf16Dot {
 
 }  // namespace
 
+void matmul_blocked(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
+  if (m <= 4) ordered::gemv<Bf16Dot, DType::BF16, true>(x, w, bias, y, m, n, k);
+  else ordered::gemm<Bf16Dot, DType::BF16, true>(x, w, bias, y, m, n, k);
+}
+
 void matmul(const float* x, const void* w, DType wt, const float* bias, float* y, int64_t m, int64_t n, int64_t k,
             bool use_bf16_dot) {
   if (use_bf16_dot && wt == DType::BF16) {

@@ -26,7 +26,7 @@ SimdLevel simd_level() {
 // 132 GFLOP/s) and stay the default there, as everywhere else and for float32 / float16 weights.
 // Both are batch-invariant. MLXB_CPU_MATMUL=exact or =bf16dot overrides the choice (bf16dot
 // only where AVX512_BF16 exists).
-static bool bf16_dot() {
+bool bf16_dot() {
   static const bool on = [] {
     if (simd_level() != SimdLevel::kAvx512 || !cpu_features().avx512_bf16) return false;
     const char* v = std::getenv("MLXB_CPU_MATMUL");

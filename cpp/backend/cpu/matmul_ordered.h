@@ -17,6 +17,13 @@
 // block accumulates MT x RT register accumulators (V::kMT x V::kRT, sized to the register file);
 // between chunks they are parked in memory (storing and reloading a vector is exact, so each
 // output's chain is unchanged).
+//
+// Weights come in one of two layouts, chosen by the template parameter Blk; both give the same
+// bits, only the addresses differ:
+// - rows (Blk = false): row-major [N, K].
+// - blocks of four rows (Blk = true, weight_layout.cc; bf16-dot mode only, N % 4 == 0,
+//   K % 32 == 0): rows 4b..4b+3 occupy the same 4K elements as in the row-major layout, ordered
+//   [K / 32][4][32], so the GEMV's four row streams are one sequential stream of memory.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -34,6 +41,13 @@ inline float weight_at(const void* base, int64_t i) {
   if constexpr (T == DType::F32) return static_cast<const float*>(base)[i];
   else if constexpr (T == DType::BF16) return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
   else return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+}
+
+// Element offset of weight (row, p) in layout Blk; p is a multiple of 32 when Blk.
+template <bool Blk>
+inline int64_t w_offset(int64_t row, int64_t p, int64_t k) {
+  if constexpr (Blk) return (row >> 2) * 4 * k + (p >> 5) * 128 + (row & 3) * 32;
+  else return row * k + p;
 }
 
 // The scalar end of every output: horizontal sum already in s; the K tail; the bias.
@@ -57,14 +71,15 @@ const typename V::xin_t* pack_rows(const float* x, int64_t m, int64_t k, int64_t
 }
 
 // ---------------------------------------------------------------- GEMV, M <= 4
-template <class V, DType T, int M, int RB>
+template <class V, DType T, int M, int RB, bool Blk = false>
 void gemv_rows(const float* x, const typename V::xin_t* xp, int64_t ld, const void* w, const float* bias, float* y,
                int64_t n0, int64_t n, int64_t k, const char* next = nullptr) {
   constexpr int S = V::kStep;
+  static_assert(!Blk || (S == 32 && RB == 4), "the four-row block layout is read 32 elements of 4 rows at a time");
   const int64_t kv = k / S * S, es = dtype_size(T);
   NextBlock pf(next, RB * k * es, kv / S);  // the following block's weights (next_block.h)
   const char* wr[RB];
-  for (int r = 0; r < RB; ++r) wr[r] = static_cast<const char*>(w) + (n0 + r) * k * es;
+  for (int r = 0; r < RB; ++r) wr[r] = static_cast<const char*>(w) + w_offset<Blk>(n0 + r, 0, k) * es;
   typename V::acc_t acc[M][RB];
 #pragma GCC unroll 16
   for (int m = 0; m < M; ++m)
@@ -74,7 +89,7 @@ void gemv_rows(const float* x, const typename V::xin_t* xp, int64_t ld, const vo
     pf.step();
     typename V::wv_t wv[RB];
 #pragma GCC unroll 16
-    for (int r = 0; r < RB; ++r) wv[r] = V::template load_w<T>(wr[r], p);
+    for (int r = 0; r < RB; ++r) wv[r] = V::template load_w<T>(wr[r], Blk ? (p >> 5) * 128 : p);
 #pragma GCC unroll 16
     for (int m = 0; m < M; ++m) {
       const typename V::xv_t xv = V::load_x(xp + m * ld + p);
@@ -87,24 +102,27 @@ void gemv_rows(const float* x, const typename V::xin_t* xp, int64_t ld, const vo
       y[m * n + n0 + r] = finish<V, T>(V::hsum(acc[m][r]), x + m * k, wr[r], kv, k, bias ? bias + n0 + r : nullptr);
 }
 
-template <class V, DType T, int M>
+// Blocks of four-row layout weights are always read four rows at a time (N % 4 == 0: no rest),
+// without software prefetch: the hardware prefetcher follows their one stream (next_block.h is
+// for the four streams of row-major rows; on top of the block layout it cost time).
+template <class V, DType T, int M, bool Blk = false>
 void gemv_t(const float* x, const void* w, const float* bias, float* y, int64_t n, int64_t k) {
   const int64_t kv = k / V::kStep * V::kStep, ld = kv + pad_elems<V>();
   const typename V::xin_t* xp = pack_rows<V>(x, M, k, kv, ld);
-  constexpr int RB = M <= 2 ? 4 : 2;
+  constexpr int RB = Blk || M <= 2 ? 4 : 2;
   gemv_blocks<RB>(
       w, n, k, dtype_size(T),
-      [=](int64_t r0, const char* next) { gemv_rows<V, T, M, RB>(x, xp, ld, w, bias, y, r0, n, k, next); },
+      [=](int64_t r0, const char* next) { gemv_rows<V, T, M, RB, Blk>(x, xp, ld, w, bias, y, r0, n, k, Blk ? nullptr : next); },
       [=](int64_t r) { gemv_rows<V, T, M, 1>(x, xp, ld, w, bias, y, r, n, k); });
 }
 
-template <class V, DType T>
+template <class V, DType T, bool Blk = false>
 void gemv(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
   switch (m) {
-    case 1: gemv_t<V, T, 1>(x, w, bias, y, n, k); break;
-    case 2: gemv_t<V, T, 2>(x, w, bias, y, n, k); break;
-    case 3: gemv_t<V, T, 3>(x, w, bias, y, n, k); break;
-    default: gemv_t<V, T, 4>(x, w, bias, y, n, k); break;
+    case 1: gemv_t<V, T, 1, Blk>(x, w, bias, y, n, k); break;
+    case 2: gemv_t<V, T, 2, Blk>(x, w, bias, y, n, k); break;
+    case 3: gemv_t<V, T, 3, Blk>(x, w, bias, y, n, k); break;
+    default: gemv_t<V, T, 4, Blk>(x, w, bias, y, n, k); break;
   }
 }
 
@@ -150,7 +168,7 @@ struct GemmShape {
 };
 
 // MT activation rows from m0 against the packed block of weight rows [r0, r1).
-template <class V, DType T, int MT>
+template <class V, DType T, int MT, bool Blk>
 void strip(const float* x, const typename V::xin_t* xp, const typename V::win_t* wp, const void* w, const float* bias,
            float* y, const GemmShape& g, int64_t m0, int64_t r0, int64_t r1, float* saved) {
   constexpr int kRT = V::kRT;
@@ -161,7 +179,7 @@ void strip(const float* x, const typename V::xin_t* xp, const typename V::win_t*
     for (int i = 0; i < MT; ++i)
       for (int q = 0; q < rt; ++q)
         y[(m0 + i) * g.n + r + q] = finish<V, T>(sums[i * rt + q], x + (m0 + i) * g.k,
-                                                 static_cast<const char*>(w) + (r + q) * g.k * es, g.kv, g.k,
+                                                 static_cast<const char*>(w) + w_offset<Blk>(r + q, 0, g.k) * es, g.kv, g.k,
                                                  bias ? bias + r + q : nullptr);
   };
   for (int64_t c = 0; c < g.chunks; ++c) {
@@ -180,15 +198,16 @@ void strip(const float* x, const typename V::xin_t* xp, const typename V::win_t*
   }
 }
 
-template <class V, DType T>
+template <class V, DType T, bool Blk = false>
 void gemm(const float* x, const void* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k) {
   using win_t = typename V::win_t;
+  static_assert(!Blk || V::kStep == 32, "the four-row block layout is packed 32 elements at a time");
   constexpr int kMT = V::kMT, kRT = V::kRT;  // register tile rows (activations) x columns (weights)
   GemmShape g;
   g.m = m; g.n = n; g.k = k;
   g.kv = k / V::kStep * V::kStep;
   if (g.kv == 0) {  // no vector part: the GEMV's computation per 4 rows is all there is
-    for (int64_t m0 = 0; m0 < m; m0 += 4) gemv<V, T>(x + m0 * k, w, bias, y + m0 * n, std::min<int64_t>(4, m - m0), n, k);
+    for (int64_t m0 = 0; m0 < m; m0 += 4) gemv<V, T, Blk>(x + m0 * k, w, bias, y + m0 * n, std::min<int64_t>(4, m - m0), n, k);
     return;
   }
   g.ld = g.kv + pad_elems<V>();
@@ -212,22 +231,22 @@ void gemm(const float* x, const void* w, const float* bias, float* y, int64_t m,
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * nb, r1 = std::min(n, r0 + nb), rows = r1 - r0;
       for (int64_t r = r0; r < r1; ++r) {
-        const char* src = static_cast<const char*>(w) + r * k * es;
+        const char* src = static_cast<const char*>(w) + w_offset<Blk>(r, 0, k) * es;
         for (int64_t c = 0; c < g.chunks; ++c) {
           const int64_t p0 = c * g.kc, p1 = std::min(g.kv, p0 + g.kc);
           win_t* dst = wp + c * rows * g.wld + (r - r0) * g.wld;
-          for (int64_t p = p0; p < p1; p += V::kStep) V::template pack_w<T>(src, p, dst + (p - p0));
+          for (int64_t p = p0; p < p1; p += V::kStep) V::template pack_w<T>(src, Blk ? (p >> 5) * 128 : p, dst + (p - p0));
         }
       }
       int64_t m0 = 0;
-      for (; m0 + kMT <= m; m0 += kMT) strip<V, T, kMT>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved);
+      for (; m0 + kMT <= m; m0 += kMT) strip<V, T, kMT, Blk>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved);
       static_assert(kMT <= 6, "strip tails below cover MT <= 6");
       switch (m - m0) {
-        case 1: strip<V, T, 1>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
-        case 2: strip<V, T, 2>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
-        case 3: strip<V, T, 3>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
-        case 4: strip<V, T, 4>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
-        case 5: strip<V, T, 5>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
+        case 1: strip<V, T, 1, Blk>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
+        case 2: strip<V, T, 2, Blk>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
+        case 3: strip<V, T, 3, Blk>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
+        case 4: strip<V, T, 4, Blk>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
+        case 5: strip<V, T, 5, Blk>(x, xp, wp, w, bias, y, g, m0, r0, r1, saved); break;
         default: break;
       }
     }
