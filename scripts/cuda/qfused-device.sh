@@ -11,22 +11,15 @@ set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=16
-source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD..., step_logs, memory_dir
+source scripts/cuda/steps.sh  # stamp, step, step_logs, memory_dir, ckpt, quant_q4, wait_for
 step_logs qfused-logs
 memory_dir
 export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node  # before the background jobs: quantize loads the addon
-ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1; }
-quant() {
-  timeout 240 node dist/cli/main.js quantize --model "$ck/ck-$1" --out "$ck/ck-$1-q4" --bits 4 --group-size 64 > "$logs/q-$1.log" 2>&1 &&
-    touch "$ck/ck-$1-q4.done"
-  rm -rf "$ck/ck-$1"
-}
 deadline=$(($(date +%s) + 400))  # one deadline for every wait (a failed job must not hold the call)
-wait_for() { while [[ $(date +%s) -lt $deadline ]]; do [[ -f $ck/$1.done ]] && return 0; sleep 1; done; echo "  $1 not ready"; return 1; }
 [[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz
 stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
-(ckpt 1b; quant 1b; ckpt 8b; quant 8b) &
+(ckpt 1b; quant_q4 1b; ckpt 8b; quant_q4 8b) &
 step qcheck 90 'FAIL|PASSED|failures|fused|unfused' ./build-dev/cuda_quant_check --fused-bench
 step fused_check 45 'FAIL|PASSED|failures' ./build-dev/cuda_fused_check
 for s in 1b 8b; do

@@ -10,22 +10,16 @@ set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=6
-source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD..., step_logs, memory_dir
+source scripts/cuda/steps.sh  # stamp, step, step_logs, memory_dir, ckpt, quant_q4, wait_for
 step_logs qprof-logs
 memory_dir
 export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
-ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1; }
-quant() {
-  timeout 240 node dist/cli/main.js quantize --model "$ck/ck-$1" --out "$ck/ck-$1-q4" --bits 4 --group-size 64 > "$logs/q-$1.log" 2>&1 &&
-    touch "$ck/ck-$1-q4.done"
-  rm -rf "$ck/ck-$1"
-}
 start=$(date +%s)
-left() { echo $((start + 560 - $(date +%s))); }
-wait_for() { while [[ $(left) -gt 0 ]]; do [[ -f $ck/$1.done ]] && return 0; sleep 1; done; echo "  $1 not ready"; return 1; }
+deadline=$((start + 560))  # one deadline for every wait
+left() { echo $((deadline - $(date +%s))); }
 stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
-(ckpt 1b; quant 1b; ckpt 8b; quant 8b) &
+(ckpt 1b; quant_q4 1b; ckpt 8b; quant_q4 8b) &
 configs=("default:" "norm0:MLXB_QFUSED_NORM=0" "unfused:MLXB_CUDA_FUSED=0" "pdl0:MLXB_QGEMV_PDL=0")
 bench_all() {
   for r in 1 2; do

@@ -9,22 +9,14 @@ set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=12
-source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD..., step_logs, memory_dir
+source scripts/cuda/steps.sh  # stamp, step, step_logs, memory_dir, ckpt, quant_q4, wait_for
 step_logs qpdl-logs
 memory_dir
 export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node  # before the background jobs: quantize loads the addon
-ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1; }
-quant() {
-  timeout 240 node dist/cli/main.js quantize --model "$ck/ck-$1" --out "$ck/ck-$1-q4" --bits 4 --group-size 64 > "$logs/q-$1.log" 2>&1 &&
-    touch "$ck/ck-$1-q4.done"
-  rm -rf "$ck/ck-$1"
-}
-# One deadline for every wait (a failed job must not hold the call).
 deadline=$(($(date +%s) + 420))
-wait_for() { while [[ $(date +%s) -lt $deadline ]]; do [[ -f $ck/$1.done ]] && return 0; sleep 1; done; echo "  $1 not ready"; return 1; }
 stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
-(ckpt 1b; quant 1b; ckpt 8b; quant 8b) &
+(ckpt 1b; quant_q4 1b; ckpt 8b; quant_q4 8b) &
 step qcheck_pdl 60 'FAIL|PASSED|failures' env MLXB_QGEMV_PDL=1 ./build-dev/cuda_quant_check
 for s in 1b 8b; do
   wait_for "ck-$s-q4" || { tail -5 "$logs/q-$s.log"; continue; }

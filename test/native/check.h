@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "ops/ops.h"
@@ -51,6 +52,18 @@ double nmse(const std::vector<G>& got, const std::vector<R>& ref) {
     den += ref[i] * ref[i];
   }
   return den == 0 ? num : num / den;
+}
+
+// Elements whose bytes differ between two tensors of one dtype (a size or dtype mismatch counts as
+// all of them), for checks of fused ops that must be bit-identical to the ops they replace.
+inline int64_t mismatches(const mlxb::Tensor& a, const mlxb::Tensor& b) {
+  if (a.nbytes() != b.nbytes() || a.dtype() != b.dtype()) return a.numel() + 1;
+  mlxb::Tensor ha = a.to(mlxb::Device::kCPU), hb = b.to(mlxb::Device::kCPU);
+  const int64_t es = mlxb::dtype_size(a.dtype());
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    n += std::memcmp(static_cast<const char*>(ha.data()) + i * es, static_cast<const char*>(hb.data()) + i * es, es) != 0;
+  return n;
 }
 
 // True, after printing "skipped" and why, when there is no CUDA device to check (the check then

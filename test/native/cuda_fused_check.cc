@@ -46,17 +46,6 @@ Tensor copy(const Tensor& x) {
   return y;
 }
 
-// Elements whose bytes differ (size mismatch counts as all).
-int64_t mismatches(const Tensor& a, const Tensor& b) {
-  if (a.nbytes() != b.nbytes() || a.dtype() != b.dtype()) return a.numel() + 1;
-  Tensor ha = a.to(Device::kCPU), hb = b.to(Device::kCPU);
-  const int64_t es = dtype_size(a.dtype());
-  int64_t n = 0;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    n += std::memcmp(static_cast<const char*>(ha.data()) + i * es, static_cast<const char*>(hb.data()) + i * es, es) != 0;
-  return n;
-}
-
 void report(const std::string& name, int64_t bad) {
   if (bad) ++failures;
   std::printf("%-4s %-84s %ld differing\n", bad ? "FAIL" : "ok", name.c_str(), static_cast<long>(bad));

@@ -204,16 +204,6 @@ void check_qembedding(int64_t vocab, int64_t h, int64_t t, int bits, int gs, DTy
 // device: every output element must be bit-identical. main() sets MLXB_QFUSED_NORM=1 (the norm
 // forms are opt-in) and MLXB_CUDA_FUSED_STRICT=1, so
 // `covered` cases fail loudly if they fell back to the unfused ops, and the others must throw.
-int64_t mismatches(const Tensor& a, const Tensor& b) {
-  if (a.nbytes() != b.nbytes() || a.dtype() != b.dtype()) return a.numel() + 1;
-  Tensor ha = a.to(Device::kCPU), hb = b.to(Device::kCPU);
-  const int64_t es = dtype_size(a.dtype());
-  int64_t n = 0;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    n += std::memcmp(static_cast<const char*>(ha.data()) + i * es, static_cast<const char*>(hb.data()) + i * es, es) != 0;
-  return n;
-}
-
 Tensor device_copy(const Tensor& t) {
   Tensor c = Tensor::empty(t.shape(), t.dtype(), Device::kCUDA);
   c.copy_from(t);

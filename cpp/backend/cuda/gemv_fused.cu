@@ -69,7 +69,7 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory"); }
 
 // Normalises the staged row xs in place with the staged norm weights ns: the sum of squares in
-// rms_norm's order (rms_row.cuh), then rms_norm's per-element float32 expression.
+// rms_norm's order, then rms_norm's per-element float32 expression (both rms_row.cuh).
 template <typename T>
 __device__ __forceinline__ void normalise_row(const Args& a, T* xs, const T* ns) {
   const int tid = threadIdx.x;
@@ -77,18 +77,7 @@ __device__ __forceinline__ void normalise_row(const Args& a, T* xs, const T* ns)
   const float inv = rms_inv_row([&](int64_t i) { return to_f32(xs[i]); }, h, a.eps);
   uint4* sv = reinterpret_cast<uint4*>(xs);
   const uint4* nv = reinterpret_cast<const uint4*>(ns);
-  for (int64_t i = tid; i < h / 8; i += kThreads) {
-    uint4 xu = sv[i], wu = nv[i], yu;
-    const T* xe = reinterpret_cast<const T*>(&xu);
-    const T* we = reinterpret_cast<const T*>(&wu);
-    T* ye = reinterpret_cast<T*>(&yu);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float v = to_f32(xe[e]), wv = to_f32(we[e]);
-      ye[e] = from_f32<T>(v * inv * (a.add_one ? 1.0f + wv : wv));
-    }
-    sv[i] = yu;
-  }
+  for (int64_t i = tid; i < h / 8; i += kThreads) sv[i] = rms_scale8<T>(sv[i], nv[i], inv, a.add_one);
   __syncthreads();
 }
 

@@ -115,19 +115,7 @@ __device__ __forceinline__ void stage_normed_x(const Params& p, uint4* xs) {
   const float inv = rms_inv_row([&](int64_t i) { return to_f32(x[i]); }, p.K, p.eps);
   const uint4* xv = static_cast<const uint4*>(p.x);
   const uint4* nv = static_cast<const uint4*>(p.norm_w);
-  for (int i = threadIdx.x; i < static_cast<int>(p.K / 8); i += blockDim.x) {
-    const uint4 xu = xv[i], wu = __ldg(nv + i);
-    uint4 yu;
-    const TX* xe = reinterpret_cast<const TX*>(&xu);
-    const TX* we = reinterpret_cast<const TX*>(&wu);
-    TX* ye = reinterpret_cast<TX*>(&yu);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float v = to_f32(xe[e]), wn = to_f32(we[e]);
-      ye[e] = from_f32<TX>(v * inv * (p.add_one ? 1.0f + wn : wn));
-    }
-    xs[i] = pair_x8(yu);
-  }
+  for (int i = threadIdx.x; i < static_cast<int>(p.K / 8); i += blockDim.x) xs[i] = pair_x8(rms_scale8<TX>(xv[i], __ldg(nv + i), inv, p.add_one));
   __syncthreads();
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/reduce.cuh"
 
 namespace mlxb::cuda {
@@ -32,6 +33,22 @@ __device__ __forceinline__ float rms_inv_row(F at, int64_t h, float eps) {
   float total = lane < (vt >> 5) ? part[lane] : 0.0f;
   total = warp_sum(total);
   return rsqrtf(total / static_cast<float>(h) + eps);
+}
+
+// rms_norm's per-element float32 expression for 8 packed values x of T (bf16 / f16) with their
+// norm weights w: round(x * inv * (add_one ? 1 + w : w)).
+template <typename T>
+__device__ __forceinline__ uint4 rms_scale8(uint4 xu, uint4 wu, float inv, bool add_one) {
+  uint4 yu;
+  const T* xe = reinterpret_cast<const T*>(&xu);
+  const T* we = reinterpret_cast<const T*>(&wu);
+  T* ye = reinterpret_cast<T*>(&yu);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float v = to_f32(xe[e]), wv = to_f32(we[e]);
+    ye[e] = from_f32<T>(v * inv * (add_one ? 1.0f + wv : wv));
+  }
+  return yu;
 }
 
 }  // namespace mlxb::cuda
