@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/thread_pool.h"
+#include "core/weight_memory.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "io/safetensors_internal.h"
@@ -166,27 +167,6 @@ const TensorInfo& WeightStore::info(const std::string& name) const {
   return it->second;
 }
 
-// Host memory for a weight read into owned pages. Tensors of 2 MiB or more are 2 MiB aligned and
-// marked MADV_HUGEPAGE (transparent huge pages are often in "madvise" mode): decode streams every
-// weight once per token, and with 4 KiB pages it takes a TLB miss every 4 KiB and the hardware
-// prefetcher stops at each page boundary. Smaller tensors use ordinary 64-byte aligned memory.
-static Tensor owned_weight(const TensorInfo& t) {
-  constexpr int64_t kHuge = int64_t{2} << 20;
-  if (t.nbytes < kHuge) return Tensor::empty(t.shape, t.dtype);
-  const int64_t rounded = checked_add(t.nbytes, kHuge - 1, "tensor bytes") / kHuge * kHuge;
-  void* p = std::aligned_alloc(static_cast<size_t>(kHuge), static_cast<size_t>(rounded));
-  if (!p) fail(ErrorCode::kOutOfMemory, "out of host memory allocating " + std::to_string(t.nbytes) + " bytes for '" + t.name + "'", t.name);
-#ifdef MADV_HUGEPAGE
-  madvise(p, static_cast<size_t>(rounded), MADV_HUGEPAGE);  // advice only: failure is harmless
-#endif
-  auto st = std::make_shared<Storage>();
-  st->data = p;
-  st->bytes = t.nbytes;
-  st->device = Device::kCPU;
-  st->release = [](void* q) { std::free(q); };
-  return Tensor(std::move(st), 0, t.dtype, t.shape);
-}
-
 static void require_supported(const TensorInfo& t) {
   if (!t.supported)
     fail(ErrorCode::kUnsupported, "tensor '" + t.name + "' has dtype " + t.file_dtype + ", which this build cannot use", t.name);
@@ -203,7 +183,7 @@ Tensor WeightStore::read_owned(const std::string& name) const {
   const TensorInfo& t = info(name);
   require_supported(t);
   const Mapping& m = *files_.at(static_cast<size_t>(t.file));
-  Tensor out = owned_weight(t);
+  Tensor out = weight_memory(t.shape, t.dtype, t.name);  // huge pages from 2 MiB (weight_memory.h)
   if (t.nbytes == 0) return out;
   // pread from the page cache into the owned pages: the mapping is never touched, so its pages
   // are not faulted in (and need not be given back) and the copy skips a page-table walk.

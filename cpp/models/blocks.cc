@@ -97,21 +97,25 @@ void attention_block(const Tensor& x, const AttentionWeights& w, const Attention
   if (w.q_norm.defined()) ops::rms_norm(q3, w.q_norm, p.norm_eps, p.norm_add_one, q3);
   if (w.k_norm.defined()) ops::rms_norm(k3, w.k_norm, p.norm_eps, p.norm_add_one, k3);
   Tensor o = Tensor::empty({t, p.heads, p.head_dim}, step.act, step.device);
+  if (direct) prefill_attention(q3, k3, v3, rope, p, lay, cache, step, o);
+  else attend(q3, k3, v3, qk, rope, p, cache, step, o);
+  linear(o.reshape({t, qd}), w.o, out);
+}
+
+void attend(Tensor& q3, Tensor& k3, const Tensor& v3, Tensor qk, const RopeArgs& rope, const AttentionParams& p,
+            LayerCache& cache, const StepInputs& step, Tensor& o) {
   if (step.captured) {
     captured_attention(q3, k3, v3, rope, p, cache, step, o);
-  } else if (direct) {
-    prefill_attention(q3, k3, v3, rope, p, lay, cache, step, o);
-  } else {
-    if (qk.defined()) {
-      ops::rope(qk, step.pos_dev, rope);  // one launch for the q and k heads of the token
-    } else {
-      ops::rope(q3, step.pos_dev, rope);
-      ops::rope(k3, step.pos_dev, rope);
-    }
-    const KVView kv = cache.update(k3, v3, step.pos.data(), t);
-    ops::attention(q3, kv.k, kv.v, step.pos_dev, kv.pos, p.args, o);
+    return;
   }
-  linear(o.reshape({t, qd}), w.o, out);
+  if (qk.defined()) {
+    ops::rope(qk, step.pos_dev, rope);  // one launch for the q and k heads of the token
+  } else {
+    ops::rope(q3, step.pos_dev, rope);
+    ops::rope(k3, step.pos_dev, rope);
+  }
+  const KVView kv = cache.update(k3, v3, step.pos.data(), step.t);
+  ops::attention(q3, kv.k, kv.v, step.pos_dev, kv.pos, p.args, o);
 }
 
 void mlp_block(const Tensor& x, const MlpWeights& w, Activation act, const StepInputs& step, Tensor& out) {

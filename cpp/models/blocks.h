@@ -50,6 +50,14 @@ struct AttentionParams {
 void attention_block(const Tensor& x, const AttentionWeights& w, const AttentionParams& p, LayerCache& cache,
                      const StepInputs& step, Tensor& out);
 
+// The attention of one-token (or eager) steps after the projections: q3 [t, H, D], k3 / v3
+// [t, Hkv, D] (views of one fused row are fine; qk, when defined, the q and k heads as one view
+// for a single rope launch). A recorded step (step.captured) rotates q/k and writes k/v into the
+// cache buffers at its slot in one launch; otherwise rope, cache.update() and attention. o gets
+// [t, H, D].
+void attend(Tensor& q3, Tensor& k3, const Tensor& v3, Tensor qk, const RopeArgs& rope, const AttentionParams& p,
+            LayerCache& cache, const StepInputs& step, Tensor& o);
+
 struct MlpWeights {
   Linear gate, up, down;
   Linear gate_up;  // [gate; up] rows in one weight when fused at load (gate/up are then views of it)

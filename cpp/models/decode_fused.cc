@@ -28,32 +28,6 @@ void project_add(const Tensor& x, const Linear& l, Tensor& resid) {
   else ops::matmul_add(x, l.w, bias_of(l), resid);
 }
 
-// The q/k/v projection of a quantized layer: norm_qmatmul, then rope of the q and k heads and the
-// cache writes as attention_block does them for one token (rope_kv_write at a recorded step's slot,
-// else rope and update()); returns the keys and values to attend over in kv.
-void quantized_qkv(const Tensor& x, const NormArgs& norm, const Linear& qkv_w, const AttentionParams& p, const RopeArgs& rope,
-                   LayerCache& cache, const StepInputs& step, Tensor& qkv, KVView& kv, AttentionArgs& args) {
-  const int64_t qd = p.heads * p.head_dim, kvd = p.kv_heads * p.head_dim;
-  ops::norm_qmatmul(x, norm, qkv_w.q, bias_of(qkv_w), qkv);
-  Tensor flat = qkv.reshape({qd + 2 * kvd});
-  Tensor q3 = flat.slice_rows(0, qd).reshape({1, p.heads, p.head_dim});
-  Tensor k3 = flat.slice_rows(qd, qd + kvd).reshape({1, p.kv_heads, p.head_dim});
-  Tensor v3 = flat.slice_rows(qd + kvd, qd + 2 * kvd).reshape({1, p.kv_heads, p.head_dim});
-  args = p.args;
-  if (step.captured) {
-    LayerCache::DeviceLayout lay;
-    if (!cache.device_layout(1, lay)) fail(ErrorCode::kInternal, "a captured decode step met a cache without a device layout");
-    const CapturedStep& c = *step.captured;
-    ops::rope_kv_write(q3, k3, v3, step.pos_dev, rope, lay.ring ? c.ring_slot : c.slot, lay.k, lay.v);
-    args.kv_len = lay.ring ? c.ring_len : c.len;
-    kv = KVView{lay.k, lay.v, lay.ring ? c.ring_pos : lay.pos};
-    return;
-  }
-  Tensor qk = flat.slice_rows(0, qd + kvd).reshape({1, p.heads + p.kv_heads, p.head_dim});
-  ops::rope(qk, step.pos_dev, rope);
-  kv = cache.update(k3, v3, step.pos.data(), 1);
-}
-
 }  // namespace
 
 void fused_decode_layers(Tensor& x, const std::vector<LayerWeights>& layers, const std::vector<AttentionParams>& params,
@@ -71,11 +45,12 @@ void fused_decode_layers(Tensor& x, const std::vector<LayerWeights>& layers, con
     Tensor q3 = flat.slice_rows(0, qd).reshape({1, p.heads, p.head_dim});
     Tensor o = Tensor::empty({1, p.heads, p.head_dim}, step.act, step.device);
     const NormArgs in_norm{w.input_norm, norm_eps, norm_add_one};
-    if (w.attn.qkv.quantized()) {
-      KVView kv;
-      AttentionArgs args;
-      quantized_qkv(x, in_norm, w.attn.qkv, p, rope, cache, step, qkv, kv, args);
-      ops::attention(q3, kv.k, kv.v, step.pos_dev, kv.pos, args, o);
+    if (w.attn.qkv.quantized()) {  // the projection, then rope, cache writes and attention as attention_block's
+      ops::norm_qmatmul(x, in_norm, w.attn.qkv.q, bias_of(w.attn.qkv), qkv);
+      Tensor k3 = flat.slice_rows(qd, qd + kvd).reshape({1, p.kv_heads, p.head_dim});
+      Tensor v3 = flat.slice_rows(qd + kvd, qd + 2 * kvd).reshape({1, p.kv_heads, p.head_dim});
+      Tensor qk = flat.slice_rows(0, qd + kvd).reshape({1, p.heads + p.kv_heads, p.head_dim});
+      attend(q3, k3, v3, qk, rope, p, cache, step, o);
     } else if (step.captured) {  // k/v go straight into the cache buffers at this step's slot (read at replay)
       LayerCache::DeviceLayout lay;
       if (!cache.device_layout(1, lay)) fail(ErrorCode::kInternal, "a captured decode step met a cache without a device layout");

@@ -3,42 +3,19 @@
 // matmul and embedding take such weights; every other op sees row-major tensors.
 #include "backend/cpu/weight_layout.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "backend/cpu/backend.h"
 #include "backend/cpu/kernels.h"
 #include "core/thread_pool.h"
+#include "core/weight_memory.h"
 
 namespace mlxb::cpu {
 
 namespace {
 
 constexpr int64_t kRows = 4, kCols = 32;
-
-// A host buffer as WeightStore's own weights get it: 2 MiB aligned and MADV_HUGEPAGE from
-// 2 MiB up (decode streams it once per token), else ordinary memory.
-Tensor weight_buffer(const Shape& shape, DType dt) {
-  constexpr int64_t kHuge = int64_t{2} << 20;
-  int64_t bytes = dtype_size(dt);
-  for (int64_t d : shape) bytes *= d;
-  if (bytes < kHuge) return Tensor::empty(shape, dt);
-  const int64_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(static_cast<size_t>(kHuge), static_cast<size_t>(rounded));
-  if (!p) fail(ErrorCode::kOutOfMemory, "out of host memory allocating " + std::to_string(bytes) + " bytes for a weight");
-#ifdef MADV_HUGEPAGE
-  madvise(p, static_cast<size_t>(rounded), MADV_HUGEPAGE);  // advice only
-#endif
-  auto st = std::make_shared<Storage>();
-  st->data = p;
-  st->bytes = bytes;
-  st->device = Device::kCPU;
-  st->release = [](void* q) { std::free(q); };
-  return Tensor(std::move(st), 0, dt, shape);
-}
 
 }  // namespace
 
@@ -59,7 +36,7 @@ Tensor CpuBackend::prepare_weight(const Tensor& w) {
   if (env && std::strcmp(env, "rows") == 0) return w;
   const int64_t n = w.dim(0), k = w.dim(1);
   if (n % kRows != 0 || k % kCols != 0 || n == 0 || k == 0 || w.stride(0) != k || w.stride(1) != 1) return w;
-  Tensor out = weight_buffer({n / kRows, k / kCols, kRows, kCols}, DType::BF16);
+  Tensor out = weight_memory({n / kRows, k / kCols, kRows, kCols}, DType::BF16, "a four-row block weight");
   const uint16_t* src = w.ptr<uint16_t>();
   uint16_t* dst = out.ptr<uint16_t>();
   const int64_t chunks = k / kCols;

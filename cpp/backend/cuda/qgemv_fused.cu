@@ -29,7 +29,7 @@ bool one_row(const Tensor& x, const QuantWeight& w, const Tensor* bias, const Te
   if (bias && (!on_device(*bias) || bias->numel() != w.rows ||
                (bias->dtype() != DType::F32 && bias->dtype() != DType::BF16 && bias->dtype() != DType::F16)))
     return false;
-  p = qmm::gemv_params(x, w, w.packed, bias, const_cast<Tensor&>(y), 1);
+  p = qmm::gemv_params(x, w, w.packed, bias, y, 1);
   return qmm::qgemv_tc_fits(p, w.bits, d);
 }
 

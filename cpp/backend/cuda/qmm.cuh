@@ -139,7 +139,7 @@ struct Params {
 };
 
 // The GEMV's parameters for x [m, K] · w^T into y (w's packed data at `packed`).
-inline Params gemv_params(const Tensor& x, const QuantWeight& w, const Tensor& packed, const Tensor* bias, Tensor& y, int64_t m) {
+inline Params gemv_params(const Tensor& x, const QuantWeight& w, const Tensor& packed, const Tensor* bias, const Tensor& y, int64_t m) {
   Params p;
   p.x = x.data();
   p.y = y.data();
