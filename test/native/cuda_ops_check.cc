@@ -6,7 +6,8 @@
 //   cuda_ops_check --bench    also times GEMV / GEMM / attention at Llama-3 8B shapes
 //   cuda_ops_check --sample   only the device sampling checks, then their timing
 //   cuda_ops_check --paged    only the paged attention checks, then their timing (--paged-bench: timing only)
-//   cuda_ops_check --lt-sweep [M]   cuBLASLt candidates timed at M rows (default 32), Llama-3 8B / 1B shapes
+//   cuda_ops_check --lt-sweep [M [--all]]   cuBLASLt candidates timed at M rows (default 32), Llama-3 8B / 1B
+//                                  shapes; --all: every configuration by algorithm id for the 8B products
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -841,11 +842,13 @@ void bench() {
   }
 }
 
-// Every cuBLASLt candidate of the serving step's products at m rows (bf16, 4 weight copies).
-void lt_sweep(int64_t m) {
+// Every cuBLASLt candidate of the serving step's products at m rows (bf16, 4 weight copies); with
+// `all`, every configuration by algorithm id too, for the 8B products.
+void lt_sweep(int64_t m, bool all) {
   struct G { int64_t n, k; } gs[] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096},
                                      {3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}};
   for (auto& g : gs) {
+    if (all && g.k != 14336 && g.k != 4096) continue;
     std::vector<Tensor> ws;
     std::vector<const void*> wp;
     const Tensor src = make({g.n * g.k}, DType::F32, -0.05, 0.05).dev;
@@ -856,7 +859,7 @@ void lt_sweep(int64_t m) {
     }
     Tensor x = make({m, g.k}, DType::BF16).dev, y = Tensor::empty({m, g.n}, DType::BF16, Device::kCUDA);
     backend(Device::kCUDA).synchronize();
-    cuda::cublaslt_sweep(m, g.n, g.k, DType::BF16, x.data(), wp.data(), 4, y.data(), 32, 100);
+    cuda::cublaslt_sweep(m, g.n, g.k, DType::BF16, x.data(), wp.data(), 4, y.data(), 32, 100, all);
   }
 }
 
@@ -898,7 +901,7 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "--lt-sweep") == 0) {
     try {
-      lt_sweep(argc > 2 ? std::atol(argv[2]) : 32);
+      lt_sweep(argc > 2 ? std::atol(argv[2]) : 32, argc > 3 && std::strcmp(argv[3], "--all") == 0);
     } catch (const Error& e) {
       std::printf("FAIL exception: %s\n", e.what());
       return 1;
@@ -923,6 +926,8 @@ int main(int argc, char** argv) {
       for (auto [xd, wd] : std::vector<std::pair<DType, DType>>{{F, F}, {F, B}, {B, B}, {H, H}, {F, H}, {B, F}})
         check_matmul(m, n, k, xd, wd, (m + n) % 2 == 1);
     check_matmul(300, 129, 1000, B, B, true);
+    // The 32-row 8B serving products, which take cublaslt.cc's built-in configurations on sm_90.
+    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{6144, 4096}, {4096, 4096}, {4096, 14336}}) check_matmul(32, n, k, B, B, false);
     for (DType d : {F, B, H}) {
       check_rms_norm(5, 4096, d, false);
       check_rms_norm(3, 1001, d, true);

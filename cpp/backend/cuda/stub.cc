@@ -14,7 +14,7 @@ bool cuda_backend_available() { return false; }
 
 namespace mlxb::cuda {
 
-void cublaslt_sweep(int64_t, int64_t, int64_t, DType, const void*, const void* const*, int, void*, int, int) {
+void cublaslt_sweep(int64_t, int64_t, int64_t, DType, const void*, const void* const*, int, void*, int, int, bool) {
   fail(ErrorCode::kNotBuilt, "this build has no CUDA backend");
 }
 
