@@ -1,8 +1,11 @@
-# Lane-level emulation (numpy, CPU) of paged_split_kernel in cpp/backend/cuda/paged_attention_bf16.cu:
-# the kernel's index expressions transcribed (q fragments, cp.async piece layout, ldmatrix addresses,
-# masking, online softmax, P = hi + lo, warp merge, split combine), ldmatrix and mma.m16n8k16 by the
-# PTX fragment layouts, against a float64 reference. Sequential: it checks indexing and arithmetic,
-# not synchronisation. Keep it in step with the kernel when either changes.
+# Lane-level emulation (numpy, CPU) of paged_split2_kernel in cpp/backend/cuda/paged_attention_bf16.cu
+# (the default split kernel; the first one, paged_split_kernel, was emulated by this file's history):
+# the kernel's index expressions transcribed (slot lookups with the last key repeated, two chunks
+# ahead, the slot shuffles and cp.async layout of the four-slot ring of 16-key halves, q fragments,
+# ldmatrix / ldmatrix.trans addresses, masking, online softmax per half with the voted rescale,
+# P = hi + lo, O^T = V^T P^T, warp merge, split combine, balanced or unit splits), ldmatrix and mma.m16n8k16 by the PTX fragment layouts, against a float64
+# reference. Sequential: it checks indexing and arithmetic, not synchronisation. Keep it in step
+# with the kernel when either changes.
 #   python3 scripts/cuda/paged_split_emu.py      (~10 s; prints nmse and NaN count per case)
 import numpy as np, math
 rng = np.random.default_rng(1)
@@ -14,12 +17,16 @@ def bf16(x):
 kPiece, kSW = 32, 4
 kChunk, kMaxSplits = kSW * kPiece, 32
 def split_keys(n, unit): return unit * ((n + unit * kMaxSplits - 1) // (unit * kMaxSplits))
-def row_split(len_, causal, window, max_blocks, shift, unit):
+def row_split(len_, causal, window, max_blocks, shift, unit, balanced):
     qpos = len_ - 1
     j_hi = min(min(qpos + 1, len_) if causal else len_, max_blocks << shift)
     j_lo = max(0, qpos - window + 1) if window > 0 else 0
     n = j_hi - j_lo
-    per = split_keys(max(n, 1), unit)
+    if balanced:
+        nn = max(n, 1); ns = min(kMaxSplits, (nn + unit - 1) // unit)
+        per = kChunk * ((nn + ns * kChunk - 1) // (ns * kChunk))
+    else:
+        per = split_keys(max(n, 1), unit)
     splits = 1 if n <= 0 else (n + per - 1) // per
     return j_lo, j_hi, per, splits
 
@@ -47,8 +54,8 @@ def mma(C, A, B0, B1):
         g, c = t // 4, t % 4
         C[t][0] += P[g, 2*c]; C[t][1] += P[g, 2*c + 1]; C[t][2] += P[g + 8, 2*c]; C[t][3] += P[g + 8, 2*c + 1]
 
-def run(R=5, hq=32, hkv=8, D=128, bs=16, window=0, softcap=0.0, lens=None, max_blocks=None, unit=kChunk):
-    g = hq // hkv; shift = int(math.log2(bs)); LD = D + 8; KS = D // 16; OB = D // 8; VEC = D // 8
+def run(R=5, hq=32, hkv=8, D=128, bs=16, window=0, softcap=0.0, lens=None, max_blocks=None, unit=kChunk, balanced=True):
+    g = hq // hkv; shift = int(math.log2(bs)); LD = D + 8; KS = D // 16; DT = D // 16; CQ = D // 32
     if max_blocks is None: max_blocks = (max(lens) + bs - 1) // bs
     nblocks = R * max_blocks + 3
     perm = rng.permutation(nblocks)
@@ -62,7 +69,7 @@ def run(R=5, hq=32, hkv=8, D=128, bs=16, window=0, softcap=0.0, lens=None, max_b
     S_grid = min(kMaxSplits, max(1, -(-(max_blocks << shift) // unit)))
     part = np.full((R, hkv, S_grid, g, D + 2), np.nan)
     for r in range(R):
-        j_lo, j_hi, per, splits = row_split(lens[r], causal, window, max_blocks, shift, unit)
+        j_lo, j_hi, per, splits = row_split(lens[r], causal, window, max_blocks, shift, unit, balanced)
         for hk in range(hkv):
             for split in range(S_grid):
                 if split >= splits: continue
@@ -81,73 +88,107 @@ def run(R=5, hq=32, hkv=8, D=128, bs=16, window=0, softcap=0.0, lens=None, max_b
                                 qa[lane][kk] = ((qflat[base], qflat[base + 1]), (qflat[base + 8], qflat[base + 9]))
                             else:
                                 qa[lane][kk] = ((0., 0.), (0., 0.))
-                    o = [[[0.0]*4 for _ in range(OB)] for _ in range(32)]
+                    o = [[[0.0]*4 for _ in range(DT)] for _ in range(32)]
                     m = [-np.inf]*32; l = [0.0]*32
+                    def lookup(jb):
+                        out_ = []
+                        for lane in range(32):
+                            if jb >= s1: out_.append(0); continue
+                            j = jb + min(lane, s1 - jb - 1)
+                            out_.append(int(table[r, j >> shift] << shift) + (j & (bs - 1)))
+                        return out_
+                    CQ = D // 64
+                    # ring: 4 slots of 16 keys (2h: K of half h, 2h + 1: V); NaN until copied
+                    ring = [np.full(16 * LD, np.nan) for _ in range(4)]
+                    def copy(src, slot_idx, slot_l, h):
+                        dst = ring[slot_idx]
+                        for lane in range(32):
+                            for p in range(4):
+                                key = 16 * h + (lane >> 3) + 4 * p          # shfl source lane
+                                slot = slot_l[key]
+                                for c in range(CQ):
+                                    d0 = ((lane >> 3) + 4 * p) * LD + (lane & 7) * 8 + c * 64   # cp_off + p*4*kRow + c*128 bytes
+                                    s0_ = slot * D + (lane & 7) * 8 + c * 64
+                                    dst[d0:d0 + 8] = src[s0_:s0_ + 8]
+                    Kf = K[hk].reshape(-1); Vf = V[hk].reshape(-1)
                     j0 = s0 + warp * kPiece
+                    kStep = kSW * kPiece
+                    slot_a = lookup(j0); slot_b = lookup(j0 + kStep)
+                    for h in range(2):
+                        if j0 + 16 * h < s1:
+                            copy(Kf, 2 * h, slot_a, h); copy(Vf, 2 * h + 1, slot_a, h)
                     while j0 < s1:
-                        nk = min(kPiece, s1 - j0)
-                        blk_l = [table[r, (j0 + lane) >> shift] if lane < nk else 0 for lane in range(32)]
-                        ks = np.full(kPiece * LD, np.nan); vs = np.full(kPiece * LD, np.nan)
-                        for kvi in range(2):
-                            src = K[hk].reshape(-1) if kvi == 0 else V[hk].reshape(-1)
-                            dst = ks if kvi == 0 else vs
-                            for it in range(VEC):
-                                for lane in range(32):
-                                    idx = lane + 32 * it; key = idx // VEC; c = idx % VEC
-                                    blk = blk_l[key]; ok = key < nk
-                                    slot = (blk << shift) + ((j0 + key) & (bs - 1))
-                                    dst[key * LD + c * 8: key * LD + c * 8 + 8] = src[slot * D + c * 8: slot * D + c * 8 + 8] if ok else 0.0
-                        s = [[[0.0]*4 for _ in range(4)] for _ in range(32)]
-                        for kk in range(KS):
-                            for np_ in range(2):
-                                addrs = [(np_ * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8 for lane in range(32)]
-                                b = ldmatrix(ks, addrs, False)
-                                A = [[qa[t][kk][0], (0., 0.), qa[t][kk][1], (0., 0.)] for t in range(32)]
-                                C0 = [s[t][2 * np_] for t in range(32)]; C1 = [s[t][2 * np_ + 1] for t in range(32)]
-                                mma(C0, A, [b[t][0] for t in range(32)], [b[t][1] for t in range(32)])
-                                mma(C1, A, [b[t][2] for t in range(32)], [b[t][3] for t in range(32)])
-                        mx = [-np.inf]*32
-                        for lane in range(32):
-                            for nb in range(4):
-                                for e in range(2):
-                                    x = s[lane][nb][e]
-                                    if softcap > 0: x = softcap * math.tanh(x * scale_log2 / softcap) * 1.4426950408889634
-                                    else: x *= scale_log2
-                                    if nb * 8 + (lane & 3) * 2 + e >= nk: x = -np.inf
-                                    s[lane][nb][e] = x; mx[lane] = max(mx[lane], x)
-                        mx = [max(mx[t], mx[t ^ 1]) for t in range(32)]
-                        mx = [max(mx[t], mx[t ^ 2]) for t in range(32)]
-                        phi = [[None]*4 for _ in range(32)]; plo = [[None]*4 for _ in range(32)]
-                        for lane in range(32):
-                            m_new = max(m[lane], mx[lane]); m_use = 0.0 if m_new == -np.inf else m_new
-                            corr = 2.0 ** (m[lane] - m_use); m[lane] = m_new
-                            psum = 0.0
-                            for nb in range(4):
-                                p0 = 2.0 ** (s[lane][nb][0] - m_use); p1 = 2.0 ** (s[lane][nb][1] - m_use)
-                                psum += p0 + p1
-                                h = bf16([p0, p1]); lo = bf16(np.array([p0, p1], dtype=np.float32) - h)
-                                phi[lane][nb] = (h[0], h[1]); plo[lane][nb] = (lo[0], lo[1])
-                            l[lane] = l[lane] * corr + psum
-                            for i in range(OB): o[lane][i][0] *= corr; o[lane][i][1] *= corr
-                        for kk in range(2):
-                            for dp in range(D // 16):
-                                addrs = [(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + dp * 16 + (lane >> 4) * 8 for lane in range(32)]
-                                b = ldmatrix(vs, addrs, True)
-                                for P in (phi, plo):
-                                    A = [[P[t][2 * kk], (0., 0.), P[t][2 * kk + 1], (0., 0.)] for t in range(32)]
-                                    C0 = [o[t][2 * dp] for t in range(32)]; C1 = [o[t][2 * dp + 1] for t in range(32)]
+                        jn = j0 + kStep
+                        slot_c = lookup(jn + kStep)
+                        for h in range(2):
+                            jh = j0 + 16 * h; live = jh < s1; nxt = jn + 16 * h < s1; nk = s1 - jh
+                            sa = [[[0.0]*4 for _ in range(2)] for _ in range(32)]
+                            sb = [[[0.0]*4 for _ in range(2)] for _ in range(32)]
+                            if live:
+                                ks = ring[2 * h]
+                                for kk in range(KS):
+                                    addrs = [((lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8 for lane in range(32)]
+                                    b = ldmatrix(ks, addrs, False)
+                                    A = [[qa[t][kk][0], (0., 0.), qa[t][kk][1], (0., 0.)] for t in range(32)]
+                                    acc_ = sb if (kk & 1) else sa
+                                    C0 = [acc_[t][0] for t in range(32)]; C1 = [acc_[t][1] for t in range(32)]
                                     mma(C0, A, [b[t][0] for t in range(32)], [b[t][1] for t in range(32)])
                                     mma(C1, A, [b[t][2] for t in range(32)], [b[t][3] for t in range(32)])
-                        j0 += kSW * kPiece
+                            if nxt: copy(Kf, 2 * h, slot_b, h)
+                            if live:
+                                mx = [-np.inf]*32
+                                sc = [[[0.0]*2 for _ in range(2)] for _ in range(32)]
+                                for lane in range(32):
+                                    for nb in range(2):
+                                        for e in range(2):
+                                            x = sa[lane][nb][e] + sb[lane][nb][e]
+                                            if softcap > 0: x = softcap * math.tanh(x * scale_log2 / softcap) * 1.4426950408889634
+                                            else: x *= scale_log2
+                                            if nb * 8 + (lane & 3) * 2 + e >= nk: x = -np.inf
+                                            sc[lane][nb][e] = x; mx[lane] = max(mx[lane], x)
+                                mx = [max(mx[t], mx[t ^ 1]) for t in range(32)]
+                                mx = [max(mx[t], mx[t ^ 2]) for t in range(32)]
+                                m_new = [max(m[t], mx[t]) for t in range(32)]
+                                if any(m_new[t] != m[t] for t in range(32)):  # __any_sync
+                                    corr = [2.0 ** (m[t] - (0.0 if m_new[t] == -np.inf else m_new[t])) for t in range(32)]
+                                    for lane in range(32):
+                                        t4 = lane & 3
+                                        c0 = corr[t4 * 8]; c1 = corr[t4 * 8 + 4]
+                                        l[lane] *= corr[lane]
+                                        for i in range(DT):
+                                            o[lane][i][0] *= c0; o[lane][i][1] *= c1; o[lane][i][2] *= c0; o[lane][i][3] *= c1
+                                    m = m_new
+                                phi = [[None]*2 for _ in range(32)]; plo = [[None]*2 for _ in range(32)]
+                                for lane in range(32):
+                                    m_use = 0.0 if m[lane] == -np.inf else m[lane]
+                                    psum = 0.0
+                                    for nb in range(2):
+                                        p0 = 2.0 ** (sc[lane][nb][0] - m_use); p1 = 2.0 ** (sc[lane][nb][1] - m_use)
+                                        psum += p0 + p1
+                                        hh = bf16([p0, p1]); lo = bf16(np.array([p0, p1], dtype=np.float32) - hh)
+                                        phi[lane][nb] = (hh[0], hh[1]); plo[lane][nb] = (lo[0], lo[1])
+                                    l[lane] += psum
+                                vs = ring[2 * h + 1]
+                                for dp in range(DT):
+                                    addrs = [(((lane >> 4) & 1) * 8 + (lane & 7)) * LD + dp * 16 + ((lane >> 3) & 1) * 8 for lane in range(32)]
+                                    av = ldmatrix(vs, addrs, True)
+                                    for P in (phi, plo):
+                                        C = [o[t][dp] for t in range(32)]
+                                        mma(C, av, [P[t][0] for t in range(32)], [P[t][1] for t in range(32)])
+                            if nxt: copy(Vf, 2 * h + 1, slot_b, h)
+                        slot_b = slot_c
+                        j0 += kStep
                     l = [l[t] + l[t ^ 1] for t in range(32)]
                     l = [l[t] + l[t ^ 2] for t in range(32)]
                     for lane in range(32):
-                        hrow = lane >> 2
-                        if hrow < 4:
-                            for nb in range(OB):
-                                mo[warp, hrow, nb * 8 + (lane & 3) * 2] = o[lane][nb][0]
-                                mo[warp, hrow, nb * 8 + (lane & 3) * 2 + 1] = o[lane][nb][1]
-                            if (lane & 3) == 0: mm[warp, hrow] = m[lane]; ml[warp, hrow] = l[lane]
+                        gq, t4 = lane >> 2, lane & 3
+                        if t4 < 2:
+                            for e in range(2):
+                                h = t4 * 2 + e
+                                for dp in range(DT):
+                                    mo[warp, h, dp * 16 + gq] = o[lane][dp][e]
+                                    mo[warp, h, dp * 16 + gq + 8] = o[lane][dp][2 + e]
+                        if t4 == 0 and gq < 4: mm[warp, gq] = m[lane]; ml[warp, gq] = l[lane]
                 for idx in range(g * D):
                     h, d = idx // D, idx % D
                     mx = max(mm[w, h] for w in range(kSW)); sm = 0.0; acc = 0.0
@@ -187,4 +228,8 @@ if __name__ == "__main__":
     print("D=128 g=2 window", run(R=2, hq=2, hkv=1, D=128, lens=[1000, 250], window=129))
     print("D=64 g=4 wider table", run(R=2, hq=4, hkv=1, D=64, lens=[16, 400], max_blocks=60))
     print("D=128 g=4 unit 512", run(R=3, hq=4, hkv=1, D=128, lens=[700, 1500, 90], unit=512))
+    print("D=128 g=4 unit 512 unbalanced", run(R=2, hq=4, hkv=1, D=128, lens=[700, 600], unit=512, balanced=False))
     print("D=64 g=2 unit 256 window", run(R=2, hq=2, hkv=1, D=64, lens=[900, 300], window=500, unit=256))
+    print("D=128 g=4 unit 384 bs 64", run(R=2, hq=4, hkv=1, D=128, bs=64, lens=[575, 641], unit=384))
+    print("D=64 g=4 unit 1024 (several chunks per warp)", run(R=1, hq=4, hkv=1, D=64, lens=[1000], unit=1024, balanced=False))
+    print("D=128 g=4 unit 640 odd lengths", run(R=3, hq=4, hkv=1, D=128, lens=[513, 600, 17], unit=640))

@@ -5,7 +5,8 @@
 //   cuda_ops_check            all cases
 //   cuda_ops_check --bench    also times GEMV / GEMM / attention at Llama-3 8B shapes
 //   cuda_ops_check --sample   only the device sampling checks, then their timing
-//   cuda_ops_check --paged    only the paged attention checks, then their timing (--paged-bench: timing only)
+//   cuda_ops_check --paged    only the paged attention checks, then their timing (--paged-bench: timing only,
+//                             --paged-check: checks only)
 //   cuda_ops_check --lt-sweep [M [--all]]   cuBLASLt candidates timed at M rows (default 32), Llama-3 8B / 1B
 //                                  shapes; --all: every configuration by algorithm id for the 8B products
 #include <algorithm>
@@ -622,8 +623,10 @@ void check_paged_attention(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, D
 }
 
 // Timing of the engine's decode step shape: `rows` rows of one query, keys 512 .. 640 per row,
-// distinct blocks, 4 pool copies rotated (past L2); the split kernel with MLXB_PAGED_SPLIT_KEYS
-// 128 / 256 / 512 and the single-block kernel (MLXB_PAGED_SPLIT=0).
+// distinct blocks, 4 pool copies rotated (past L2): the first split kernel (MLXB_PAGED_SPLIT_KERNEL=1,
+// unit splits of 512), the second with unit splits of 512 and with balanced splits of units 256 ..
+// 640 (MLXB_PAGED_SPLIT_BALANCED, MLXB_PAGED_SPLIT_KEYS), and the single-block kernel
+// (MLXB_PAGED_SPLIT=0).
 void bench_paged(int64_t rows, int64_t dim) {
   const int64_t hq = 32, hkv = 8, bs = 16, max_blocks = 41;
   std::vector<int32_t> qo, qc, kl, table;
@@ -662,20 +665,35 @@ void bench_paged(int64_t rows, int64_t dim) {
   AttentionArgs a;
   a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
   const double bytes = 2.0 * keys * hkv * dim * 2;
-  const char* prev = std::getenv("MLXB_PAGED_SPLIT_KEYS");
-  const std::string keep = prev ? prev : "";
-  for (const char* mode : {"128", "256", "512", "0"}) {
-    setenv("MLXB_PAGED_SPLIT", mode[0] == '0' ? "0" : "1", 1);
-    setenv("MLXB_PAGED_SPLIT_KEYS", mode, 1);
+  const char* names[] = {"MLXB_PAGED_SPLIT", "MLXB_PAGED_SPLIT_KERNEL", "MLXB_PAGED_SPLIT_KEYS", "MLXB_PAGED_SPLIT_BALANCED"};
+  std::string keep[4];
+  bool had[4];
+  for (int n = 0; n < 4; ++n) {
+    const char* e = std::getenv(names[n]);
+    had[n] = e != nullptr;
+    keep[n] = e ? e : "";
+  }
+  struct Mode {
+    const char *split, *kernel, *keys, *balanced, *label;
+  };
+  const Mode modes[] = {{"1", "1", "512", "0", "split 1st  keys=512"},     {"1", "2", "512", "0", "split 2nd  keys=512"},
+                        {"1", "2", "256", "1", "split 2nd balanced 256"}, {"1", "2", "384", "1", "split 2nd balanced 384"},
+                        {"1", "2", "512", "1", "split 2nd balanced 512"}, {"1", "2", "640", "1", "split 2nd balanced 640"},
+                        {"0", "2", "512", "1", "single-block"}};
+  for (const Mode& md : modes) {
+    setenv("MLXB_PAGED_SPLIT", md.split, 1);
+    setenv("MLXB_PAGED_SPLIT_KERNEL", md.kernel, 1);
+    setenv("MLXB_PAGED_SPLIT_KEYS", md.keys, 1);
+    setenv("MLXB_PAGED_SPLIT_BALANCED", md.balanced, 1);
     int i = 0;
     const double ms = time_ms([&] { ops::paged_attention(q, ks[i % 4], vs[i % 4], pr, a, out); ++i; }, 200);
-    std::printf("paged decode attention rows=%ld Hq=32 Hkv=8 D=%ld keys 512..640 %s%-4s  %8.1f us  %7.0f GB/s\n", (long)rows,
-                (long)dim, mode[0] == '0' ? "single-block" : "split keys=", mode[0] == '0' ? "" : mode, ms * 1e3,
-                bytes / (ms * 1e-3) / 1e9);
+    std::printf("paged decode attention rows=%ld Hq=32 Hkv=8 D=%ld keys 512..640 %-24s %8.1f us  %7.0f GB/s\n", (long)rows,
+                (long)dim, md.label, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
   }
-  unsetenv("MLXB_PAGED_SPLIT");
-  if (prev) setenv("MLXB_PAGED_SPLIT_KEYS", keep.c_str(), 1);
-  else unsetenv("MLXB_PAGED_SPLIT_KEYS");
+  for (int n = 0; n < 4; ++n) {
+    if (had[n]) setenv(names[n], keep[n].c_str(), 1);
+    else unsetenv(names[n]);
+  }
 }
 
 // gated_matmul of several rows through cuBLASLt (one [M, 2F] product, then the activation) against
@@ -887,6 +905,16 @@ int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
   const bool paged_bench = argc > 1 && std::strcmp(argv[1], "--paged-bench") == 0;  // the timing alone (profilers)
+  const bool paged_check = argc > 1 && std::strcmp(argv[1], "--paged-check") == 0;  // the checks alone
+  if (paged_check) {
+    try {
+      check_paged_cases();
+    } catch (const Error& e) {
+      std::printf("FAIL exception: %s\n", e.what());
+      return 1;
+    }
+    return exit_status(failures);
+  }
   if (paged_bench || (argc > 1 && std::strcmp(argv[1], "--paged") == 0)) {  // only the paged attention checks and timing
     try {
       if (!paged_bench) check_paged_cases();

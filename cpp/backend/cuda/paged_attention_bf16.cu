@@ -1,12 +1,16 @@
 // paged_attention for bfloat16 pools with head_dim 64 or 128, at most 4 query heads per kv head
 // and a power-of-two block size (the engine's usual case; paged_attention.cu runs the rest).
 //
-// Decode rows (q_count == 1) take the split kernel (default; MLXB_PAGED_SPLIT=0 restores the
+// Decode rows (q_count == 1) take a split kernel (default; MLXB_PAGED_SPLIT=0 restores the
 // single-block kernel below for every row, read at each call): flash-decoding over tensor cores.
-// A row's visible keys [j_lo, j_hi) are cut into splits of `per` keys, per = U * ceil(n / (32 U))
-// for n visible keys (so at most 32 splits; U = MLXB_PAGED_SPLIT_KEYS, a multiple of 128, default
-// 512: on the H200 the 32-row 8B decode shape took 29.5 us at 512, 31.1 at 256, 37.1 at 128 and
-// 35.2 with the single-block kernel), a function of the row's own length only; block = (row, kv head, split), 4 warps, each warp
+// A row's n visible keys [j_lo, j_hi) are cut into ceil(n / U) splits (at most 32) of equal size
+// rounded up to 128 keys (MLXB_PAGED_SPLIT_BALANCED=0: splits of per = U * ceil(n / (32 U)) keys
+// and a short last one, the earlier rule); U = MLXB_PAGED_SPLIT_KEYS, a multiple of 128, default
+// 640. On the H200, 32-row 8B decode shape (keys 512..640): 28.2 us with the second kernel and
+// balanced 640, 29.0 with unit 512, 29.8 with the first kernel at unit 512, 35.3 single-block
+// (cuda_ops_check --paged, NOTES.md). A function of the row's own length only. The second kernel
+// (paged_split2_kernel, default; MLXB_PAGED_SPLIT_KERNEL=1 runs the first) is described at its
+// definition; the first, paged_split_kernel: block = (row, kv head, split), 4 warps, each warp
 // taking 32-key pieces of the split. A warp copies a piece's K, then V, into its own shared memory
 // with cp.async (two groups: the scores start while V is in flight; the next piece's K comes in
 // during the softmax and P V, its V during the next scores), computes S = q K^T with mma.sync m16n8k16 (the g query heads of the kv head
@@ -247,7 +251,8 @@ struct SplitArgs {
   const int32_t* kv_len;
   const int32_t* table;
   int max_blocks;
-  int unit;  // split unit in keys (a multiple of kChunk; MLXB_PAGED_SPLIT_KEYS, default 512)
+  int unit;  // split unit in keys (a multiple of kChunk; MLXB_PAGED_SPLIT_KEYS, default 640)
+  bool balanced;  // splits of equal size (see row_split)
   int bs_shift, hq, hkv;
   float scale_log2;  // scale * log2(e) without softcap, else scale
   float softcap;
@@ -268,9 +273,62 @@ __device__ __forceinline__ RowSplit row_split(const SplitArgs& a, int len) {
   rs.j_hi = min(a.causal ? min(qpos + 1, len) : len, a.max_blocks << a.bs_shift);  // never past the table
   rs.j_lo = a.window > 0 ? max(0, qpos - a.window + 1) : 0;
   const int n = rs.j_hi - rs.j_lo;
-  rs.per = split_keys(max(n, 1), a.unit);
+  if (a.balanced) {
+    // ceil(n / unit) splits (at most kMaxSplits) of equal size rounded up to kChunk keys.
+    const int nn = max(n, 1), ns = min(kMaxSplits, (nn + a.unit - 1) / a.unit);
+    rs.per = kChunk * ((nn + ns * kChunk - 1) / (ns * kChunk));
+  } else {
+    rs.per = split_keys(max(n, 1), a.unit);
+  }
   rs.splits = n <= 0 ? 1 : (n + rs.per - 1) / rs.per;
   return rs;
+}
+
+// The end of both split kernels, after the warps' (max, sum, output) are in shared memory (mo
+// [kSW][4][D], mm / ml [kSW][4], behind a barrier): merges the warps and stores the row's output,
+// or writes the split's partial and, in the last block of the (row, kv head), combines them.
+template <int D>
+__device__ __forceinline__ void split_finish(const SplitArgs& a, const RowSplit& rs, int r, int hk, int split, int g, int64_t qrow,
+                                             const float* mo, const float* mm, const float* ml, bool& s_last) {
+  __nv_bfloat16* orow = a.out + (qrow * a.hq + static_cast<int64_t>(hk) * g) * D;
+  float* base = a.part + (static_cast<int64_t>(r) * a.hkv + hk) * gridDim.z * g * (D + 2);
+  for (int idx = threadIdx.x; idx < g * D; idx += kSW * 32) {
+    const int h = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kSW; ++w) mx = fmaxf(mx, mm[w * 4 + h]);
+    float sum = 0.0f, acc = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kSW; ++w) {
+        const float f = exp2f(mm[w * 4 + h] - mx);
+        sum += ml[w * 4 + h] * f;
+        acc += mo[(w * 4 + h) * D + d] * f;
+      }
+    }
+    if (rs.splits == 1) {
+      orow[idx] = __float2bfloat16_rn(sum > 0.0f ? acc / sum : 0.0f);
+    } else {
+      float* pr = base + static_cast<int64_t>(split * g + h) * (D + 2);
+      if (d == 0) {
+        pr[0] = mx;
+        pr[1] = sum;
+      }
+      pr[2 + d] = acc;
+    }
+  }
+  if (rs.splits == 1 || !a.counters) return;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = a.counters + static_cast<int64_t>(r) * a.hkv + hk;
+    s_last = atomicAdd(counter, 1) == rs.splits - 1;
+    if (s_last) *counter = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  combine_splits<D>(base, rs.splits, g, orow);
 }
 
 template <int D, int kG>
@@ -438,45 +496,255 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel
     }
   }
   __syncthreads();
-  __nv_bfloat16* orow = a.out + (qrow * a.hq + static_cast<int64_t>(hk) * g) * D;
-  float* base = a.part + (static_cast<int64_t>(r) * a.hkv + hk) * gridDim.z * g * (D + 2);
-  for (int idx = threadIdx.x; idx < g * D; idx += kSW * 32) {
-    const int h = idx / D, d = idx % D;
-    float mx = -INFINITY;
+  split_finish<D>(a, rs, r, hk, split, g, qrow, mo, mm, ml, s_last);
+}
+
+// 16 bytes global -> shared, no zero fill (every copy of paged_split2_kernel reads a visible key).
+__device__ __forceinline__ void cp_async16_at(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void ldmatrix_x4_at(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans_at(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The split kernel, second form (default; MLXB_PAGED_SPLIT_KERNEL=1 runs the first): the same
+// blocks, key-to-warp assignment (32-key chunks, warp w taking chunks w, w + 4, ..), P = hi + lo
+// and merge as paged_split_kernel, with a shorter chain of dependent loads per piece and fewer
+// instructions and registers:
+// - each warp streams 16-key halves of its chunks through a ring of four shared-memory slots
+//   (K and V of both halves of a chunk; 17 KB per warp as before), so three copies are in flight
+//   while one slot is used; the table entries of a chunk are loaded two chunks before its keys
+//   are used (one chunk before its copies go out), the first two chunks' along with the row's
+//   scalars when the split starts at key 0.
+// - copies: lane i holds the pool slot of key i of a chunk (keys past the split repeat its last
+//   key: visible, finite data that the mask weighs by 0, so no zero fill); four shuffles give lane
+//   (q, c) = (lane / 8, lane % 8) the slots of keys q, q + 4, q + 8, q + 12 of a half, whose
+//   16-byte chunks c, c + 8 it copies with immediate offsets (4 keys x 128 contiguous bytes per
+//   instruction); K and V use the same slots.
+// - O^T = V^T P^T: the head dims are the mma M dimension (ldmatrix.trans of V gives the A
+//   fragments) and the query heads the 8-wide N; S's C fragments of two 8-key tiles are exactly the
+//   B fragment of P^T, so the output takes D / 16 x 4 registers instead of D / 8 x 4 (rows 8..15 of
+//   O were dead), and half the P V mma.
+// - the online softmax runs per 16-key half; the rescale of O and l by exp2(m_old - m_new) runs
+//   only when some head's maximum rose (a warp vote; when none did every factor is exactly 1).
+template <int D, int kG>
+__global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kernel(SplitArgs a) {
+  using L = SplitLayout<D>;
+  constexpr int LD = L::ld, KS = D / 16, DT = D / 16, CQ = D / 64;
+  constexpr uint32_t kRow = LD * 2, kSlot = 16 * kRow;  // bytes per shared row, per ring slot (16 keys)
+  static_assert(4 * kSlot == L::warp_bytes, "ring layout");
+  constexpr int kStep = kSW * kPiece;  // keys between a warp's chunks
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ bool s_last;
+  const int r = blockIdx.x, hk = blockIdx.y, split = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t* trow = a.table + static_cast<int64_t>(r) * a.max_blocks;
+  // The first split of a row without a window starts at key 0: the table entries of its first
+  // two chunks (keys warp * 32 + lane, + kStep) are loaded along with the row's scalars.
+  const bool early = split == 0 && a.window <= 0;
+  const int cap = a.max_blocks << a.bs_shift, j_e = warp * kPiece + lane;
+  const int blk_e0 = early && j_e < cap ? __ldg(trow + (j_e >> a.bs_shift)) : 0;
+  const int blk_e1 = early && j_e + kStep < cap ? __ldg(trow + ((j_e + kStep) >> a.bs_shift)) : 0;
+  const int cnt = a.q_count[r], len = a.kv_len[r];
+  const int64_t qrow = a.q_offset[r];
+  if (cnt != 1) return;  // the single-block kernel's row
+  const RowSplit rs = row_split(a, len);
+  if (split >= rs.splits) return;
+  const int s0 = rs.j_lo + split * rs.per, s1 = min(rs.j_hi, s0 + rs.per);
+  const int g = a.hq / a.hkv;
+  const int gq = lane >> 2, t4 = lane & 3;
+  const int bs_mask = (1 << a.bs_shift) - 1;
+  const __nv_bfloat16* kh = a.k + hk * a.pool_stride + (lane & 7) * 8;
+  const __nv_bfloat16* vh = a.v + hk * a.pool_stride + (lane & 7) * 8;
+  // Lane i: the slot of key jb + min(i, last) of the chunk at jb (0 past the split).
+  auto lookup = [&](int jb) {
+    if (jb >= s1) return 0;
+    const int j = jb + min(lane, s1 - jb - 1);
+    return (__ldg(trow + (j >> a.bs_shift)) << a.bs_shift) + (j & bs_mask);
+  };
+  auto early_slot = [&](int jb, int blk) {  // the same from the entries loaded early (lane i: key jb + i)
+    if (jb >= s1) return 0;
+    const int i = min(lane, s1 - jb - 1);
+    return (__shfl_sync(0xffffffffu, blk, i) << a.bs_shift) + ((jb + i) & bs_mask);
+  };
+  int j0 = s0 + warp * kPiece;
+  int slot_a, slot_b;  // chunks j0, j0 + kStep
+  if (early) {         // s0 == 0 here
+    slot_a = early_slot(j0, blk_e0);
+    slot_b = early_slot(j0 + kStep, blk_e1);
+  } else {
+    slot_a = lookup(j0);
+    slot_b = lookup(j0 + kStep);
+  }
+
+  // q as A fragments (as in paged_split_kernel): row g = query head hk * g + g (zero past g).
+  uint32_t qa[KS][2];
 #pragma unroll
-    for (int w = 0; w < kSW; ++w) mx = fmaxf(mx, mm[w * 4 + h]);
-    float sum = 0.0f, acc = 0.0f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kSW; ++w) {
-        const float f = exp2f(mm[w * 4 + h] - mx);
-        sum += ml[w * 4 + h] * f;
-        acc += mo[(w * 4 + h) * D + d] * f;
-      }
-    }
-    if (rs.splits == 1) {
-      orow[idx] = __float2bfloat16_rn(sum > 0.0f ? acc / sum : 0.0f);
+  for (int kk = 0; kk < KS; ++kk) {
+    if (gq < g) {
+      const __nv_bfloat16* qp = a.q + qrow * a.q_stride + static_cast<int64_t>(hk * g + gq) * D + kk * 16 + t4 * 2;
+      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(qp));
+      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(qp + 8));
     } else {
-      float* pr = base + static_cast<int64_t>(split * g + h) * (D + 2);
-      if (d == 0) {
-        pr[0] = mx;
-        pr[1] = sum;
-      }
-      pr[2 + d] = acc;
+      qa[kk][0] = qa[kk][1] = 0u;
     }
   }
-  if (rs.splits == 1 || !a.counters) return;
-  __threadfence();
+
+  // Ring slot 2h holds K, 2h + 1 V of half h of the chunk in use.
+  const uint32_t ring = smem_addr(smem + warp * L::warp_bytes);
+  const uint32_t cp_off = (lane >> 3) * kRow + (lane & 7) * 16;                                // copies
+  const uint32_t k_off = ((lane >> 4) * 8 + (lane & 7)) * kRow + ((lane >> 3) & 1) * 16;       // ldmatrix K
+  const uint32_t v_off = (((lane >> 4) & 1) * 8 + (lane & 7)) * kRow + ((lane >> 3) & 1) * 16; // ldmatrix.trans V
+  auto slots4 = [&](int slot_l, int h, int (&sp)[4]) {
+#pragma unroll
+    for (int p = 0; p < 4; ++p) sp[p] = __shfl_sync(0xffffffffu, slot_l, 16 * h + (lane >> 3) + 4 * p);
+  };
+  auto copy = [&](const __nv_bfloat16* src, uint32_t dst, const int (&sp)[4]) {
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const __nv_bfloat16* sr = src + static_cast<int64_t>(sp[p]) * D;
+#pragma unroll
+      for (int c = 0; c < CQ; ++c) cp_async16_at(dst + cp_off + p * 4 * kRow + c * 128, sr + c * 64);
+    }
+  };
+
+  float o[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  {
+    int sp[4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      slots4(slot_a, h, sp);
+      const bool has = j0 + 16 * h < s1;
+      if (has) copy(kh, ring + 2 * h * kSlot, sp);
+      cp_async_commit();
+      if (has) copy(vh, ring + (2 * h + 1) * kSlot, sp);
+      cp_async_commit();
+    }
+  }
+  for (; j0 < s1; j0 += kStep) {
+    const int jn = j0 + kStep;
+    const int slot_c = lookup(jn + kStep);  // used by the next chunk's copies, one chunk from now
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int jh = j0 + 16 * h;
+      const bool live = jh < s1, next = jn + 16 * h < s1;
+      const int nk = s1 - jh;  // keys of this half that are visible: min(16, nk)
+      int spn[4];
+      cp_async_wait<3>();  // this lane's K copies of the half (the three later copies may be in flight)
+      __syncwarp();        // ... and every lane's
+      // S = q K^T: 16 rows (heads) x 16 keys, even and odd k-steps in separate accumulators.
+      float sa[2][4], sb[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) sa[i][0] = sa[i][1] = sa[i][2] = sa[i][3] = sb[i][0] = sb[i][1] = sb[i][2] = sb[i][3] = 0.0f;
+      if (live) {
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+          uint32_t b[4];
+          ldmatrix_x4_at(b, ring + 2 * h * kSlot + k_off + kk * 32);
+          float(&s)[2][4] = (kk & 1) ? sb : sa;
+          mma_bf16(s[0], qa[kk][0], 0u, qa[kk][1], 0u, b[0], b[1]);
+          mma_bf16(s[1], qa[kk][0], 0u, qa[kk][1], 0u, b[2], b[3]);
+        }
+      }
+      __syncwarp();  // every lane is done reading K: the next chunk's K may come in
+      slots4(slot_b, h, spn);
+      if (next) copy(kh, ring + 2 * h * kSlot, spn);
+      cp_async_commit();
+      uint32_t phi[2], plo[2];
+      if (live) {
+        float mx = -INFINITY;
+        float sc[2][2];
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float x = sa[nb][e] + sb[nb][e];
+            if (a.softcap > 0.0f) x = a.softcap * tanhf(x * a.scale_log2 / a.softcap) * 1.4426950408889634f;
+            else x *= a.scale_log2;
+            if (nb * 8 + t4 * 2 + e >= nk) x = -INFINITY;
+            sc[nb][e] = x;
+            mx = fmaxf(mx, x);
+          }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m, mx);
+        if (__any_sync(0xffffffffu, m_new != m)) {
+          const float corr = exp2f(m - (m_new == -INFINITY ? 0.0f : m_new));  // m = -inf: 0; unchanged: 1
+          const float c0 = __shfl_sync(0xffffffffu, corr, t4 * 8), c1 = __shfl_sync(0xffffffffu, corr, t4 * 8 + 4);
+          l *= corr;
+#pragma unroll
+          for (int i = 0; i < DT; ++i) {
+            o[i][0] *= c0;
+            o[i][1] *= c1;
+            o[i][2] *= c0;
+            o[i][3] *= c1;
+          }
+          m = m_new;
+        }
+        const float m_use = m == -INFINITY ? 0.0f : m;
+        float psum = 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb) {
+          const float p0 = exp2f(sc[nb][0] - m_use), p1 = exp2f(sc[nb][1] - m_use);
+          psum += p0 + p1;
+          split2(p0, p1, phi[nb], plo[nb]);
+        }
+        l += psum;
+      }
+      cp_async_wait<3>();  // V of the half
+      __syncwarp();
+      if (live) {
+        // O^T += V^T P^T (P = hi + lo): A = 16 dims x 16 keys of V^T, B = 16 keys x 8 heads of P^T.
+#pragma unroll
+        for (int dp = 0; dp < DT; ++dp) {
+          uint32_t av[4];
+          ldmatrix_x4_trans_at(av, ring + (2 * h + 1) * kSlot + v_off + dp * 32);
+          mma_bf16(o[dp], av[0], av[1], av[2], av[3], phi[0], phi[1]);
+          mma_bf16(o[dp], av[0], av[1], av[2], av[3], plo[0], plo[1]);
+        }
+      }
+      __syncwarp();  // every lane is done reading V: the next chunk's V may come in
+      if (next) copy(vh, ring + (2 * h + 1) * kSlot, spn);
+      cp_async_commit();
+    }
+    slot_b = slot_c;
+  }
+  cp_async_wait<0>();  // only empty groups can be left
+
+  // o[dp] = O^T rows (dims) 16 dp + g, + 8, columns (heads) 2t, 2t + 1; m, l of head g.
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int* counter = a.counters + static_cast<int64_t>(r) * a.hkv + hk;
-    s_last = atomicAdd(counter, 1) == rs.splits - 1;
-    if (s_last) *counter = 0;  // ready for the next launch
+  float* mo = reinterpret_cast<float*>(smem);  // [kSW][4][D]
+  float* mm = mo + kSW * 4 * D;                // [kSW][4]
+  float* ml = mm + kSW * 4;
+  if (t4 < 2) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float* mh = mo + (warp * 4 + t4 * 2 + e) * D + gq;
+#pragma unroll
+      for (int dp = 0; dp < DT; ++dp) {
+        mh[dp * 16] = o[dp][e];
+        mh[dp * 16 + 8] = o[dp][2 + e];
+      }
+    }
+  }
+  if (t4 == 0 && gq < 4) {
+    mm[warp * 4 + gq] = m;
+    ml[warp * 4 + gq] = l;
   }
   __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  combine_splits<D>(base, rs.splits, g, orow);
+  split_finish<D>(a, rs, r, hk, split, g, qrow, mo, mm, ml, s_last);
 }
 
 // Without counters: one block per (row, kv head) combines that column's splits.
@@ -492,15 +760,17 @@ __global__ void paged_combine_kernel(SplitArgs a, int grid_splits) {
 }
 
 template <int D, int kG>
-void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits) {
+void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool second) {
   constexpr size_t bytes = SplitLayout<D>::bytes;
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
     MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     configured = true;
   }
   dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
-  paged_split_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
+  if (second) paged_split2_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
+  else paged_split_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
   MLXB_CUDA_LAUNCHED("paged_attention (split)");
   if (splits > 1 && !a.counters) {
     paged_combine_kernel<D><<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(hkv)), 128, 0, stream()>>>(a, splits);
@@ -512,10 +782,21 @@ bool split_enabled() {
   const char* e = std::getenv("MLXB_PAGED_SPLIT");  // read at each call (the A/B check flips it)
   return !(e && e[0] == '0');
 }
+// MLXB_PAGED_SPLIT_KERNEL=1: the first split kernel; otherwise paged_split2_kernel. Read at each call.
+bool split_second() {
+  const char* e = std::getenv("MLXB_PAGED_SPLIT_KERNEL");
+  return !(e && e[0] == '1');
+}
+// MLXB_PAGED_SPLIT_BALANCED=0: splits of `unit` keys and a short last one; otherwise splits of
+// equal size (row_split). Read at each call.
+bool split_balanced() {
+  const char* e = std::getenv("MLXB_PAGED_SPLIT_BALANCED");
+  return !(e && e[0] == '0');
+}
 
-// The split unit: MLXB_PAGED_SPLIT_KEYS (a multiple of kChunk, 128 .. 4096), default 512. A
+// The split unit: MLXB_PAGED_SPLIT_KEYS (a multiple of kChunk, 128 .. 4096), default 640. A
 // process-wide constant, so a row's splits still depend on its own length only.
-constexpr int kDefaultUnit = 512;
+constexpr int kDefaultUnit = 640;
 int split_unit() {
   const char* e = std::getenv("MLXB_PAGED_SPLIT_KEYS");
   const long v = e ? std::strtol(e, nullptr, 10) : 0;
@@ -546,7 +827,8 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   const int64_t r_count = rows.q_offset.numel(), max_blocks = rows.block_table.dim(1);
   const size_t smem = d == 128 ? SplitLayout<128>::bytes : SplitLayout<64>::bytes;
   const bool split = split_enabled() && smem <= static_cast<size_t>(max_smem_optin()) && (max_blocks << shift) <= INT32_MAX &&
-                     reinterpret_cast<uintptr_t>(kp) % 16 == 0 && reinterpret_cast<uintptr_t>(vp) % 16 == 0 && st % 8 == 0;
+                     reinterpret_cast<uintptr_t>(kp) % 16 == 0 && reinterpret_cast<uintptr_t>(vp) % 16 == 0 && st % 8 == 0 &&
+                     st / d <= INT32_MAX;  // pool slots as int32 (paged_split2_kernel)
   // Without the split kernel every row runs the single-block kernel; with it, only rows with more
   // than one query do (the launch is skipped when there are none).
   const bool single = !split || rows.max_q_count > 1;
@@ -579,6 +861,8 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   a.table = rows.block_table.ptr<int32_t>();
   a.max_blocks = static_cast<int>(max_blocks);
   a.unit = unit;
+  a.balanced = split_balanced();
+  const bool second = split_second();
   a.bs_shift = shift;
   a.hq = ihq;
   a.hkv = ihkv;
@@ -598,9 +882,9 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   }
 #define MLXB_PAGED_SPLIT_LAUNCH(D)                                  \
   do {                                                              \
-    if (g <= 1) launch_split<D, 1>(a, r_count, hkv, splits);        \
-    else if (g <= 2) launch_split<D, 2>(a, r_count, hkv, splits);   \
-    else launch_split<D, 4>(a, r_count, hkv, splits);               \
+    if (g <= 1) launch_split<D, 1>(a, r_count, hkv, splits, second);        \
+    else if (g <= 2) launch_split<D, 2>(a, r_count, hkv, splits, second);   \
+    else launch_split<D, 4>(a, r_count, hkv, splits, second);               \
   } while (0)
   if (d == 128) MLXB_PAGED_SPLIT_LAUNCH(128);
   else MLXB_PAGED_SPLIT_LAUNCH(64);
