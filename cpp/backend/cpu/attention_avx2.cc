@@ -4,7 +4,10 @@
 // item; scores are computed for two query heads and four keys at a time (each key chunk loaded
 // once for both heads), softmax uses a vector exp, and the value rows are accumulated for two
 // heads at a time into register-resident outputs (32 columns per pass). Same math as
-// attention_reference, different summation order.
+// attention_reference, different summation order. Decode-sized calls (t <= kPrefetchRows) prefetch
+// the key and value rows kAhead visible slots ahead of their first use: in decode the cache comes
+// from DRAM (the weights streamed in between evict it). 1B shape after 512 tokens, Zen 5, in-process
+// A/B: 0.146-0.153 -> 0.102-0.114 ms per layer. Prefetch changes no arithmetic.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -15,6 +18,13 @@
 
 namespace mlxb::cpu::avx2 {
 namespace {
+constexpr int64_t kAhead = 16, kPrefetchRows = 8;
+
+// Into L1: row vis[min(i, nv - 1)] of the rows of `bytes` each at base.
+inline void prefetch_row(const char* base, const int32_t* vis, int64_t i, int64_t nv, int64_t bytes) {
+  const char* r = base + vis[std::min(i, nv - 1)] * bytes;
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(r + l, _MM_HINT_T0);
+}
 
 // Four dot products of q with k rows k0..k3 (length d), as one __m128.
 template <DType T>
@@ -86,12 +96,14 @@ inline __m256 dot2x4(const float* qa, const float* qb, const char* k0, const cha
 // n * es); the outputs stay in registers over all keys, 32 columns at a time.
 template <DType T>
 inline void pv2(const float* pa, const float* pb, const int32_t* vis, int64_t nv, const char* vb, int64_t n, float* oa,
-                float* ob) {
+                float* ob, bool prefetch) {
   const int64_t es = dtype_size(T);
   int64_t c = 0;
   for (; c + 32 <= n; c += 32) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const bool pf = prefetch && c == 0;  // the first pass brings whole rows in for the others
     for (int64_t i = 0; i < nv; ++i) {
+      if (pf) prefetch_row(vb, vis, i + kAhead, nv, n * es);
       const char* v = vb + (vis[i] * n + c) * es;
       const __m256 x = _mm256_broadcast_ss(pa + i), y = _mm256_broadcast_ss(pb + i);
       __m256 vv = load8<T>(v, 0);
@@ -155,6 +167,7 @@ template <DType T>
 void attention_t(const AttentionView& a) {
   const int64_t g = a.hq / a.hkv;
   const int64_t es = dtype_size(T);
+  const bool prefetch = a.t <= kPrefetchRows;
   parallel_for(a.t * a.hkv, 1, [&](int64_t i0, int64_t i1) {
     std::vector<int32_t> vis(static_cast<size_t>(a.s));
     std::vector<float> sc(static_cast<size_t>(g * a.s) + 8), sums(static_cast<size_t>(g));
@@ -185,7 +198,10 @@ void attention_t(const AttentionView& a) {
         float* sb = pair ? sa + a.s : sa;
         int64_t j = 0;
         const __m256 scale8 = _mm256_set1_ps(a.scale);
+        const bool pf = prefetch && hh == 0;  // the first pair's pass brings the key rows in
         for (; j + 4 <= nv; j += 4) {
+          if (pf)
+            for (int64_t r = 0; r < 4; ++r) prefetch_row(kb, vis.data(), j + kAhead + r, nv, a.d * es);
           const __m256 d8 = _mm256_mul_ps(dot2x4<T>(qa, qb, kb + vis[j] * a.d * es, kb + vis[j + 1] * a.d * es,
                                                     kb + vis[j + 2] * a.d * es, kb + vis[j + 3] * a.d * es, a.d), scale8);
           _mm_storeu_ps(sa + j, _mm256_castps256_ps128(d8));
@@ -227,7 +243,7 @@ void attention_t(const AttentionView& a) {
         float* ob = pair ? oa + a.dv : oa;
         const float* pa = sc.data() + hh * a.s;
         const float* pb = pair ? pa + a.s : pa;
-        pv2<T>(pa, pb, vis.data(), nv, vb, a.dv, oa, ob);  // unpaired: both outputs are the same row
+        pv2<T>(pa, pb, vis.data(), nv, vb, a.dv, oa, ob, prefetch && hh == 0);  // unpaired: both outputs are the same row
         for (int64_t e = 0; e < (pair ? 2 : 1); ++e) {
           float* o = oa + e * a.dv;
           const __m256 inv = _mm256_set1_ps(sums[static_cast<size_t>(hh + e)]);
