@@ -127,7 +127,11 @@ void CpuBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bi
       acts.planes = planes;
       acts.d = d;
       acts.gsum = gsum;
-      parallel_for(N, grain, [&](int64_t n0, int64_t n1) { qmm::kernel_avx2_q4(a, acts, n0, n1); });
+      const bool vnni = f.avx512f && f.avx512bw && f.avx512_vnni;
+      parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+        if (vnni) qmm::kernel_avx512_q4(a, acts, n0, n1);
+        else qmm::kernel_avx2_q4(a, acts, n0, n1);
+      });
     } else {
       qmm::IntActs acts;
       acts.q16 = q16;

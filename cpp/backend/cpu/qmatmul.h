@@ -66,5 +66,7 @@ bool q4_kernel_for(int bits, int group_size);
 // q16 [M, K] from quantize_acts (4-bit, 64-element blocks) -> planes [M * K * 2] bytes.
 void split_planes_avx2(const int16_t* q16, int64_t M, int64_t K, int8_t* planes);
 void kernel_avx2_q4(const Args& a, const Q4Acts& acts, int64_t n0, int64_t n1);
+// The same sums with AVX-512 VNNI (qmatmul_q4_avx512.cc; float32 accumulation over 16 lanes).
+void kernel_avx512_q4(const Args& a, const Q4Acts& acts, int64_t n0, int64_t n1);
 
 }  // namespace mlxb::cpu::qmm

@@ -17,60 +17,19 @@
 #include <algorithm>
 
 #include "backend/cpu/qmatmul.h"
+#include "backend/cpu/qmatmul_q4_tile.h"
 
 namespace mlxb::cpu::qmm {
 namespace {
-
-constexpr int64_t kBlock = 64;
-constexpr int64_t kChunk = 8;  // blocks per chunk: their scale products are formed 8 at a time
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// 8 consecutive scale/bias values as float32.
-inline __m256 load8_sb(const void* p, DType t, int64_t i) {
-  if (t == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(p) + i);
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
-  if (t == DType::BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  return _mm256_cvtph_ps(h);
-}
-
-inline float load1_sb(const void* p, DType t, int64_t i) {
-  if (t == DType::F32) return static_cast<const float*>(p)[i];
-  const uint16_t h = static_cast<const uint16_t*>(p)[i];
-  if (t == DType::BF16) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    __builtin_memcpy(&f, &u, 4);
-    return f;
-  }
-  return _cvtsh_ss(h);
-}
-
-// Scale of each of `nb` blocks starting at block b0 of weight row n (groups of gs >= 64).
-inline void block_scales(const QuantWeight& w, int64_t n, int64_t b0, int64_t nb, float* out) {
-  const int64_t groups = w.cols / w.group_size;
-  const DType st = w.scales.dtype();
-  if (w.group_size == kBlock && nb == kChunk) {
-    _mm256_storeu_ps(out, load8_sb(w.scales.data(), st, n * groups + b0));
-    return;
-  }
-  const int64_t per = w.group_size / kBlock;
-  for (int64_t i = 0; i < nb; ++i) out[i] = load1_sb(w.scales.data(), st, n * groups + (b0 + i) / per);
-}
 
 inline __m256i ld(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // MT rows of x (m0..) times NT weight rows (n0..).
 template <int MT, int NT>
-void tile(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0, bool prefetch) {
+void tile256(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0, bool prefetch) {
   const QuantWeight& w = *a.w;
   const int64_t K = a.K, blocks = K / kBlock, row_bytes = K / 2;
-  const int64_t sb_row = (K / w.group_size) * dtype_size(w.scales.dtype()), sb_bytes = NT * sb_row;
+  const int64_t sb_row = (K / w.group_size) * dtype_size(w.scales.dtype());
   const uint8_t* packed = reinterpret_cast<const uint8_t*>(w.packed.data());
   const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), k256 = _mm256_set1_epi16(256);
 
@@ -80,33 +39,11 @@ void tile(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0, bool prefet
 
   for (int64_t b0 = 0; b0 < blocks; b0 += kChunk) {
     const int64_t nb = std::min(kChunk, blocks - b0);
-    // sd[r][j][i] = d(row m0+r, block b0+i) * s(row n0+j, block b0+i)
     alignas(32) float sd[MT][NT][kChunk];
-    for (int j = 0; j < NT; ++j) {
-      alignas(32) float s[kChunk];
-      block_scales(w, n0 + j, b0, nb, s);
-      for (int r = 0; r < MT; ++r) {
-        const float* d = acts.d + (m0 + r) * blocks + b0;
-        if (nb == kChunk) {
-          _mm256_store_ps(sd[r][j], _mm256_mul_ps(_mm256_load_ps(s), _mm256_loadu_ps(d)));
-        } else {
-          for (int64_t i = 0; i < nb; ++i) sd[r][j][i] = s[i] * d[i];
-        }
-      }
-    }
+    scale_products<MT, NT>(w, acts, blocks, m0, n0, b0, nb, sd);
     for (int64_t i = 0; i < nb; ++i) {
       const int64_t b = b0 + i;
-      if (prefetch) {
-        // The next tile's packed rows (contiguous, NT * 32 bytes per block of this one; into L2)
-        // and its scales and biases (L1), fetched while this tile computes: a tile's rows are too
-        // short (K / 2 bytes each) for the hardware prefetcher to lock on before they end.
-        const char* p = reinterpret_cast<const char*>(packed + (n0 + NT) * row_bytes) + b * NT * 32;
-        for (int l = 0; l < NT * 32; l += 64) _mm_prefetch(p + l, _MM_HINT_T1);
-        if (b * 64 < sb_bytes) {
-          _mm_prefetch(reinterpret_cast<const char*>(w.scales.data()) + (n0 + NT) * sb_row + b * 64, _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(w.biases.data()) + (n0 + NT) * sb_row + b * 64, _MM_HINT_T0);
-        }
-      }
+      if (prefetch) prefetch_next(w, packed, row_bytes, sb_row, NT, n0 + NT, b);
       for (int j = 0; j < NT; ++j) {
         const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(packed + (n0 + j) * row_bytes + b * 32));
         const __m256i we = _mm256_and_si256(bytes, low4);                        // even elements
@@ -123,30 +60,16 @@ void tile(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0, bool prefet
     }
   }
 
-  // Bias term: sum over groups of b_g * sum_g(x).
-  const int64_t groups = K / w.group_size;
-  const DType st = w.biases.dtype();
-  for (int j = 0; j < NT; ++j) {
-    const int64_t n = n0 + j;
-    for (int r = 0; r < MT; ++r) {
-      const float* gs = acts.gsum + (m0 + r) * groups;
-      __m256 bv = _mm256_setzero_ps();
-      int64_t g = 0;
-      for (; g + 8 <= groups; g += 8) bv = _mm256_fmadd_ps(load8_sb(w.biases.data(), st, n * groups + g), _mm256_loadu_ps(gs + g), bv);
-      float bsum = hsum(bv);
-      for (; g < groups; ++g) bsum += load1_sb(w.biases.data(), st, n * groups + g) * gs[g];
-      a.y[(m0 + r) * a.N + n] = hsum(acc[r][j]) + bsum;
-    }
-  }
+  for (int j = 0; j < NT; ++j)
+    for (int r = 0; r < MT; ++r) a.y[(m0 + r) * a.N + n0 + j] = hsum(acc[r][j]) + bias_term(w, acts, m0 + r, n0 + j);
 }
 
-template <int MT>
-void rows(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0, int64_t n1) {
-  constexpr int NT = MT == 1 ? 8 : 2;
-  int64_t n = n0;
-  for (; n + NT <= n1; n += NT) tile<MT, NT>(a, acts, m0, n, n + 2 * NT <= n1);
-  for (; n < n1; ++n) tile<MT, 1>(a, acts, m0, n, false);
-}
+struct Avx2Tiles {
+  const Args& a;
+  const Q4Acts& acts;
+  template <int MT, int NT>
+  void tile(int64_t m0, int64_t n0, bool prefetch) const { tile256<MT, NT>(a, acts, m0, n0, prefetch); }
+};
 
 }  // namespace
 
@@ -218,15 +141,7 @@ void split_planes_avx2(const int16_t* q16, int64_t M, int64_t K, int8_t* planes)
 }
 
 void kernel_avx2_q4(const Args& a, const Q4Acts& acts, int64_t n0, int64_t n1) {
-  // Column blocks keep a block's packed rows in cache while every row tile of x passes over it.
-  const int64_t nb = a.M > 4 ? 32 : n1 - n0;
-  for (int64_t c0 = n0; c0 < n1; c0 += nb) {
-    const int64_t c1 = std::min(n1, c0 + nb);
-    int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) rows<4>(a, acts, m, c0, c1);
-    for (; m + 2 <= a.M; m += 2) rows<2>(a, acts, m, c0, c1);
-    if (m < a.M) rows<1>(a, acts, m, c0, c1);
-  }
+  walk_tiles<8, 2>(Avx2Tiles{a, acts}, a.M, n0, n1);
 }
 
 }  // namespace mlxb::cpu::qmm
