@@ -213,9 +213,10 @@ constexpr const char* kHopperPicks =
     "32x6144x4096=@66.16.35.1.0.0.1.0.2,32x4096x4096=@66.312.35.1.0.0.1.0.5,32x4096x14336=@66.312.35.1.0.0.1.0.3";
 
 // The pick list in force: MLXB_CUBLASLT_PICK when set (empty or "none": the heuristic for every
-// shape), else the built-in list on compute capability 9.0.
-const char* pick_list() {
+// shape), else the built-in list for bf16 on compute capability 9.0 (where it was measured).
+const char* pick_list(DType dtype) {
   if (const char* env = std::getenv("MLXB_CUBLASLT_PICK")) return env;
+  if (dtype != DType::BF16) return nullptr;
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
@@ -236,8 +237,8 @@ struct Pick {
   bool by_id = false;
   Config config;
 };
-bool pick_for(int64_t m, int64_t n, int64_t k, Pick& out) {
-  const char* env = pick_list();
+bool pick_for(int64_t m, int64_t n, int64_t k, DType dtype, Pick& out) {
+  const char* env = pick_list(dtype);
   if (!env) return false;
   const std::string want = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "=";
   for (const char* s = env; (s = std::strstr(s, want.c_str())) != nullptr; s += want.size()) {
@@ -274,7 +275,7 @@ Plan make_plan(Lt& l, int64_t m, int64_t n, int64_t k, DType dtype) {
   Plan p;
   if (!make_descs(l, m, n, k, dtype, p)) return p;
   Pick pick;
-  const bool picked = pick_for(m, n, k, pick);
+  const bool picked = pick_for(m, n, k, dtype, pick);
   if (picked && pick.by_id && build_algo(l, p, dtype, pick.config, p.algo, p.workspace)) {
     p.ok = true;
     return p;
