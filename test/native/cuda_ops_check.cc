@@ -993,6 +993,14 @@ int main(int argc, char** argv) {
         {"decode", 1, 32, 8, 1000, 128, 1024, true, 0, 0.0f, false, F},
         {"decode rotating", 1, 8, 2, 512, 128, 512, true, 400, 0.0f, true, B},
         {"decode softcap", 3, 16, 8, 777, 256, 800, true, 0, 50.0f, false, B},
+        // One query row on Hopper: the cluster kernel (attention_cluster.cu): head dims 64/128/256, 1 to
+        // 16 query heads per key/value head, one stage per block and several, windows, soft-caps.
+        {"decode 1B shape", 1, 32, 8, 600, 64, 1024, true, 0, 0.0f, false, B},
+        {"decode gqa 8 head 256 window softcap", 1, 16, 2, 900, 256, 1024, true, 300, 30.0f, false, B},
+        {"decode gqa 16 long", 1, 16, 1, 3000, 128, 3000, true, 0, 0.0f, false, H},
+        {"decode mha short", 1, 8, 8, 5, 128, 0, true, 0, 0.0f, false, B},
+        {"decode gqa 6 rotating", 1, 12, 2, 300, 64, 0, true, 200, 0.0f, true, B},
+        {"decode non-causal", 1, 4, 4, 70, 64, 0, false, 0, 0.0f, false, H},
         {"long prefill", 1024, 4, 1, 1024, 128, 0, true, 0, 0.0f, false, B},
         // The mma flash kernel (attention_mma.cu): rows are (token, head of the group) pairs, 64 per
         // block; odd T, GQA 1/2/4/8, windows, soft-caps, head dims 64/128/256, chunks after a prefix.
@@ -1013,6 +1021,8 @@ int main(int argc, char** argv) {
     check_attention_strided_q(5, 8, 2, 128, B);  // under 16 rows: a contiguous copy, other kernels
     check_kv_len_hint(601, 1024, 128, B);
     check_kv_len_hint(3, 4096, 128, B);
+    check_kv_len_hint(3000, 4096, 64, B);
+    check_kv_len_hint(17, 64, 256, H);
     check_kv_len_hint(100, 256, 256, F);
     for (DType d : {F, B, H}) {
       check_add_rms_norm(1, 4096, d, false);

@@ -404,6 +404,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, c
     attention(qc, k, v, q_pos, k_pos, args, out);
     return;
   }
+  if (cluster_decode_attention(q, k, v, q_pos, k_pos, args, sh, out)) return;
   if (flash_attention(q, k, v, q_pos, k_pos, args, sh, out)) return;
   MLXB_FLOAT_SWITCH(q.dtype(), TQ, MLXB_FLOAT_SWITCH(k.dtype(), TKV,
       split_attention<TQ, TKV>(q, k, v, q_pos, k_pos, args, sh, out)));

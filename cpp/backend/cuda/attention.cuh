@@ -33,4 +33,11 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
 bool flash_attention_mma(const Tensor& q, int64_t q_stride, const Tensor& k, const Tensor& v, const Tensor& q_pos,
                          const Tensor& k_pos, const AttentionArgs& args, const AttnShape& sh, Tensor& out);
 
+// One query row over 2-byte K/V with head dim 64/128/256 and up to 16 query heads per key/value
+// head, on Hopper or later (attention_cluster.cu: a thread-block cluster per key/value head, its
+// blocks combining their partial results in distributed shared memory); false when it does not
+// cover the case; opt-in (MLXB_ATTN_CLUSTER=1) until measured on a GPU.
+bool cluster_decode_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+                              const AttentionArgs& args, const AttnShape& sh, Tensor& out);
+
 }  // namespace mlxb::cuda

@@ -80,6 +80,7 @@ cudaStream_t stream() { return t_capture_stream ? t_capture_stream : state().str
 void set_capture_stream(cudaStream_t s) { t_capture_stream = s; }
 int sm_count() { return state().sms; }
 int max_smem_optin() { return state().smem_optin; }
+int compute_major() { return state().major; }
 int* sync_counters() { return state().counters; }
 bool programmatic_launch() {
   static const bool on = [] {

@@ -31,6 +31,7 @@ cudaStream_t main_stream();
 void set_capture_stream(cudaStream_t s);  // nullptr: back to the main stream
 int sm_count();
 int max_smem_optin();  // bytes of shared memory one block may opt into
+int compute_major();   // the device's compute capability (major)
 // kSyncCounters device ints, zero at rest: a kernel whose last block finishes the work of the
 // others counts its finished blocks in them and resets its counters before it exits. Kernels on
 // the one stream run in order, so each may use counters [0, its blocks).
