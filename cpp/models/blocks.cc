@@ -33,6 +33,7 @@ void captured_attention(Tensor& q3, Tensor& k3, const Tensor& v3, const RopeArgs
   ops::rope_kv_write(q3, k3, v3, step.pos_dev, rope, lay.ring ? c.ring_slot : c.slot, kb, vb);
   AttentionArgs args = p.args;
   args.kv_len = lay.ring ? c.ring_len : c.len;
+  args.fresh_slot = lay.ring ? c.ring_slot : c.slot;
   ops::attention(q3, kb, vb, step.pos_dev, lay.ring ? c.ring_pos : lay.pos, args, o);
 }
 

@@ -59,6 +59,7 @@ void fused_decode_layers(Tensor& x, const std::vector<LayerWeights>& layers, con
                          lay.k, lay.v, qkv);
       AttentionArgs args = p.args;
       args.kv_len = lay.ring ? c.ring_len : c.len;
+      args.fresh_slot = lay.ring ? c.ring_slot : c.slot;
       ops::attention(q3, lay.k, lay.v, step.pos_dev, lay.ring ? c.ring_pos : lay.pos, args, o);
     } else {
       Tensor none;

@@ -49,6 +49,10 @@ struct AttentionArgs {
   // these queries (a hint that lets a backend skip them; captured decode steps pass it because
   // their S is the cache capacity, not the length). Results are the same with or without it.
   Tensor kv_len;
+  // Optional i32 [1] on the data's device: the one slot that the ops just before this call wrote
+  // (a decode step's new key); every other slot was written earlier. A hint that lets a backend
+  // start reading those before the ops before it have finished. Results are the same without it.
+  Tensor fresh_slot;
 };
 
 // The rows of a paged attention call (the engine's batched step; see Backend::paged_attention).

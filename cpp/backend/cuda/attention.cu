@@ -94,8 +94,9 @@ template <int kD, bool kVec, typename TQ, typename TKV>
 static __global__ void __launch_bounds__(kSplitWarps * 32)
     split_kernel(const TQ* __restrict__ q, const TKV* __restrict__ k, const TKV* __restrict__ v, const int32_t* __restrict__ q_pos,
                  const int32_t* __restrict__ k_pos, AttnShape sh, float scale, float softcap, bool causal, int window,
-                 int64_t keys_per_split, const int32_t* __restrict__ kv_len, float* __restrict__ part, int* __restrict__ counters,
-                 TQ* __restrict__ out) {
+                 int64_t keys_per_split, const int32_t* __restrict__ kv_len, const int32_t* __restrict__ fresh,
+                 float* __restrict__ part, int* __restrict__ counters, TQ* __restrict__ out) {
+  (void)fresh;  // launched in stream order: nothing to read early
   __shared__ float qs[kSplitWarps][kMaxDim];
   grid_dependents_may_launch();  // a programmatically launched successor waits for this grid anyway
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -190,8 +191,8 @@ template <int kD, typename TQ, typename TKV>
 static __global__ void __launch_bounds__(kSplitWarps * 32)
     split_smem_kernel(const TQ* __restrict__ q, const TKV* __restrict__ k, const TKV* __restrict__ v,
                       const int32_t* __restrict__ q_pos, const int32_t* __restrict__ k_pos, AttnShape sh, float scale, float softcap,
-                      bool causal, int window, int64_t keys_per_split, const int32_t* __restrict__ kv_len, float* __restrict__ part,
-                      int* __restrict__ counters, TQ* __restrict__ out) {
+                      bool causal, int window, int64_t keys_per_split, const int32_t* __restrict__ kv_len,
+                      const int32_t* __restrict__ fresh, float* __restrict__ part, int* __restrict__ counters, TQ* __restrict__ out) {
   constexpr int kRow = kD + 8;      // padded key row (16 bytes): lanes reading their own key spread over the banks
   constexpr int kVecs = kD / 8;     // 16-byte vectors per row
   constexpr int kE = kD / 32;       // value elements per lane (contiguous)
@@ -211,6 +212,27 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
   const int qp = q_pos[t];
   const bool active = warp < group;
   const int64_t row = t * sh.hq + g * group + warp;
+  constexpr int kLoads = 32 * kVecs / (kSplitWarps * 32);  // 16-byte loads of K (and of V) per thread and chunk
+  uint4 kr[kLoads], vr[kLoads];
+  // Chunk [jb, jb + n): this thread's K and V vectors, of the keys `pick` accepts.
+  auto fetch = [&](int64_t jb, int n, auto pick) {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int idx = threadIdx.x + i * kSplitWarps * 32, key = idx / kVecs, c = idx % kVecs;
+      if (key < n && pick(jb + key)) {
+        kr[i] = __ldg(reinterpret_cast<const uint4*>(kh + (jb + key) * kD) + c);
+        vr[i] = __ldg(reinterpret_cast<const uint4*>(vh + (jb + key) * kD) + c);
+      }
+    }
+  };
+  // With `fresh` this grid was launched programmatically and may run beside the kernel that
+  // writes q and the key at slot *fresh: the first chunk's other keys are loaded before waiting
+  // for that kernel, q and that key after it.
+  const int64_t fs = fresh ? static_cast<int64_t>(__ldg(fresh)) : -1;
+  const bool early = fresh && j0 < j1;
+  if (early) fetch(j0, j1 - j0 < 32 ? static_cast<int>(j1 - j0) : 32, [&](int64_t j) { return j != fs; });
+  grid_dependency_wait();
+  if (early) fetch(j0, j1 - j0 < 32 ? static_cast<int>(j1 - j0) : 32, [&](int64_t j) { return j == fs; });
   if (active) {
     const TQ* qr = q + row * kD;
     for (int d = lane; d < kD; d += 32) qs[warp][d] = to_f32(qr[d]);
@@ -222,17 +244,9 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
   for (int64_t jb = j0; jb < j1; jb += 32) {
     const int n = j1 - jb < 32 ? static_cast<int>(j1 - jb) : 32;
     __syncthreads();  // the previous chunk is no longer read
-    uint4 kr[32 * kVecs / (kSplitWarps * 32)], vr[32 * kVecs / (kSplitWarps * 32)];
+    if (!(early && jb == j0)) fetch(jb, n, [](int64_t) { return true; });
 #pragma unroll
-    for (int i = 0; i < 32 * kVecs / (kSplitWarps * 32); ++i) {
-      const int idx = threadIdx.x + i * kSplitWarps * 32, key = idx / kVecs, c = idx % kVecs;
-      if (key < n) {
-        kr[i] = __ldg(reinterpret_cast<const uint4*>(kh + (jb + key) * kD) + c);
-        vr[i] = __ldg(reinterpret_cast<const uint4*>(vh + (jb + key) * kD) + c);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < 32 * kVecs / (kSplitWarps * 32); ++i) {
+    for (int i = 0; i < kLoads; ++i) {
       const int idx = threadIdx.x + i * kSplitWarps * 32, key = idx / kVecs, c = idx % kVecs;
       if (key < n) {
         *reinterpret_cast<uint4*>(ks + key * kRow + c * 8) = kr[i];
@@ -340,10 +354,16 @@ static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
                 : sh.d == 64 ? split_kernel<64, true, TQ, TKV>
                 : sh.d == 128 ? split_kernel<128, true, TQ, TKV>
                 : sh.d == 256 ? split_kernel<256, true, TQ, TKV> : split_kernel<0, true, TQ, TKV>;
+  // The shared-memory kernel is launched programmatically when the caller names the one slot the
+  // kernels before it wrote (AttentionArgs::fresh_slot); see split_smem_kernel.
+  const bool early = smem && args.fresh_slot.defined() && args.fresh_slot.device() == Device::kCUDA &&
+                     args.fresh_slot.dtype() == DType::I32 && args.fresh_slot.numel() == 1 && programmatic_ops("attn");
+  const int32_t* fresh = early ? args.fresh_slot.ptr<int32_t>() : nullptr;
+  const dim3 block(kSplitWarps * 32);
   if (splits == 1) {
-    kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
-                                                    k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal, window, per,
-                                                    kv_len, nullptr, nullptr, out.ptr<TQ>());
+    launch_kernel(kernel, grid, block, 0, early, q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(), k_pos.ptr<int32_t>(), sh,
+                  args.scale, args.softcap, args.causal, window, per, kv_len, fresh, static_cast<float*>(nullptr),
+                  static_cast<int*>(nullptr), out.ptr<TQ>());
     MLXB_CUDA_LAUNCHED("attention (split)");
     return;
   }
@@ -351,9 +371,8 @@ static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   // The last block of each (t, g) column combines the splits (one launch) while the per-column
   // counters suffice; otherwise a second kernel does.
   int* counters = blocks <= kSyncCounters ? sync_counters() : nullptr;
-  kernel<<<grid, kSplitWarps * 32, 0, stream()>>>(q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(),
-                                                  k_pos.ptr<int32_t>(), sh, args.scale, args.softcap, args.causal, window, per,
-                                                  kv_len, part.as<float>(), counters, out.ptr<TQ>());
+  launch_kernel(kernel, grid, block, 0, early, q.ptr<TQ>(), k.ptr<TKV>(), v.ptr<TKV>(), q_pos.ptr<int32_t>(), k_pos.ptr<int32_t>(), sh,
+                args.scale, args.softcap, args.causal, window, per, kv_len, fresh, part.as<float>(), counters, out.ptr<TQ>());
   MLXB_CUDA_LAUNCHED("attention (split)");
   if (counters) return;
   combine_kernel<TQ><<<static_cast<unsigned>(rows), sh.d > 128 ? 256 : 128, 0, stream()>>>(part.as<float>(), static_cast<int>(splits),

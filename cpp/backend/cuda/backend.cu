@@ -89,6 +89,15 @@ bool programmatic_launch() {
   }();
   return on;
 }
+bool programmatic_ops(const char* kind) {
+  static const char* list = std::getenv("MLXB_CUDA_PDL_OPS");  // unset: all; "0": none; else names, e.g. "norm,rope"
+  if (!programmatic_launch()) return false;
+  if (!list) return true;
+  const size_t n = std::strlen(kind);
+  for (const char* p = list; (p = std::strstr(p, kind)) != nullptr; p += n)
+    if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ',')) return true;
+  return false;
+}
 
 void check_float(const Tensor& t, const char* op, const char* name) {
   DType d = t.dtype();

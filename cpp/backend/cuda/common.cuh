@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -50,6 +51,31 @@ __device__ __forceinline__ void grid_dependents_may_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+// The small kernels around the batched (engine) step's GEMMs -- rms_norm / add_rms_norm,
+// rope_kv_write, the gated activation of a [gate; up] product, the paged split attention -- are
+// launched programmatically too (off wherever programmatic_launch() is; MLXB_CUDA_PDL_OPS=0: none,
+// or a list of the kinds to launch so: norm, rope, act, paged).
+// Each calls grid_dependents_may_launch() first and grid_dependency_wait() in every block before
+// it reads anything a kernel before it may write (the paged kernel first copies keys older than
+// the step's), so a chain of such launches stays ordered.
+bool programmatic_ops(const char* kind);
+
+// kernel<<<grid, block, smem, stream()>>>(args...), with programmatic stream serialization when
+// `programmatic` (the kernel must then wait as above).
+template <typename... P, typename... A>
+void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, bool programmatic, A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic ? 1 : 0;
+  MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
 }
 
 // Device memory from the caching allocator (allocator.cu). Released when the guard dies.

@@ -243,17 +243,7 @@ void launch_t(const Args& a) {
   const size_t smem = static_cast<size_t>(a.k) * 2 * (a.norm_w ? 2 : 1);
   auto kernel = fused_gemv_kernel<E, A, T>;
   const int64_t grid = std::min(ceil_div(a.units, kWarps), resident_blocks(kernel, smem));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(std::max<int64_t>(grid, 1)));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream();
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = programmatic_launch() ? 1 : 0;
-  MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, a));
+  launch_kernel(kernel, dim3(static_cast<unsigned>(std::max<int64_t>(grid, 1))), dim3(kThreads), smem, programmatic_launch(), a);
 }
 
 template <Epi E, Activation A>

@@ -259,6 +259,8 @@ static __global__ void gated_halves_kernel(const T* __restrict__ h, T* __restric
 // (16-byte loads and stores; no 64-bit division per element).
 template <Activation A, typename T>
 static __global__ void gated_halves_vec_kernel(const T* __restrict__ h, T* __restrict__ out, int64_t f) {
+  grid_dependents_may_launch();  // launched programmatically (common.cuh: programmatic_ops)
+  grid_dependency_wait();
   const int64_t r = blockIdx.y, j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
   if (j >= f) return;
   const uint4 gv = *reinterpret_cast<const uint4*>(h + r * 2 * f + j);
@@ -277,7 +279,7 @@ static void launch_gated_halves(const T* h, T* out, int64_t m, int64_t f) {
   if constexpr (sizeof(T) == 2) {
     if (f % 8 == 0 && m <= 65535 && reinterpret_cast<uintptr_t>(h) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
       dim3 grid(static_cast<unsigned>(ceil_div(f / 8, 256)), static_cast<unsigned>(m));
-      gated_halves_vec_kernel<A, T><<<grid, 256, 0, stream()>>>(h, out, f);
+      launch_kernel(gated_halves_vec_kernel<A, T>, grid, dim3(256), 0, programmatic_ops("act"), h, out, f);
       return;
     }
   }

@@ -543,6 +543,10 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
   constexpr int kStep = kSW * kPiece;  // keys between a warp's chunks
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ bool s_last;
+  // Launched programmatically (common.cuh: programmatic_ops): everything before
+  // grid_dependency_wait() reads only what the step's inputs and earlier steps wrote (row scalars,
+  // table, keys older than the row's newest); q and the newest key are read after it.
+  grid_dependents_may_launch();
   const int r = blockIdx.x, hk = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int32_t* trow = a.table + static_cast<int64_t>(r) * a.max_blocks;
@@ -554,9 +558,15 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
   const int blk_e1 = early && j_e + kStep < cap ? __ldg(trow + ((j_e + kStep) >> a.bs_shift)) : 0;
   const int cnt = a.q_count[r], len = a.kv_len[r];
   const int64_t qrow = a.q_offset[r];
-  if (cnt != 1) return;  // the single-block kernel's row
+  if (cnt != 1) {  // the single-block kernel's row (every block waits, so the grid ends after its predecessor)
+    grid_dependency_wait();
+    return;
+  }
   const RowSplit rs = row_split(a, len);
-  if (split >= rs.splits) return;
+  if (split >= rs.splits) {
+    grid_dependency_wait();
+    return;
+  }
   const int s0 = rs.j_lo + split * rs.per, s1 = min(rs.j_hi, s0 + rs.per);
   const int g = a.hq / a.hkv;
   const int gq = lane >> 2, t4 = lane & 3;
@@ -584,19 +594,6 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
     slot_b = lookup(j0 + kStep);
   }
 
-  // q as A fragments (as in paged_split_kernel): row g = query head hk * g + g (zero past g).
-  uint32_t qa[KS][2];
-#pragma unroll
-  for (int kk = 0; kk < KS; ++kk) {
-    if (gq < g) {
-      const __nv_bfloat16* qp = a.q + qrow * a.q_stride + static_cast<int64_t>(hk * g + gq) * D + kk * 16 + t4 * 2;
-      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(qp));
-      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(qp + 8));
-    } else {
-      qa[kk][0] = qa[kk][1] = 0u;
-    }
-  }
-
   // Ring slot 2h holds K, 2h + 1 V of half h of the chunk in use.
   const uint32_t ring = smem_addr(smem + warp * L::warp_bytes);
   const uint32_t cp_off = (lane >> 3) * kRow + (lane & 7) * 16;                                // copies
@@ -619,7 +616,7 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
 #pragma unroll
   for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  {
+  auto first_copies = [&] {
     int sp[4];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -630,7 +627,26 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
       if (has) copy(vh, ring + (2 * h + 1) * kSlot, sp);
       cp_async_commit();
     }
+  };
+  // The first chunk's copies touch keys j0 .. min(j0 + 31, s1 - 1); the step wrote key len - 1.
+  const bool old_keys = min(j0 + 31, s1 - 1) < len - 1;
+  if (old_keys) first_copies();
+  grid_dependency_wait();
+  if (!old_keys) first_copies();
+
+  // q as A fragments (as in paged_split_kernel): row g = query head hk * g + g (zero past g).
+  uint32_t qa[KS][2];
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    if (gq < g) {
+      const __nv_bfloat16* qp = a.q + qrow * a.q_stride + static_cast<int64_t>(hk * g + gq) * D + kk * 16 + t4 * 2;
+      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(qp));
+      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(qp + 8));
+    } else {
+      qa[kk][0] = qa[kk][1] = 0u;
+    }
   }
+
   for (; j0 < s1; j0 += kStep) {
     const int jn = j0 + kStep;
     const int slot_c = lookup(jn + kStep);  // used by the next chunk's copies, one chunk from now
@@ -769,7 +785,7 @@ void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool secon
     configured = true;
   }
   dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
-  if (second) paged_split2_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
+  if (second) launch_kernel(paged_split2_kernel<D, kG>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
   else paged_split_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
   MLXB_CUDA_LAUNCHED("paged_attention (split)");
   if (splits > 1 && !a.counters) {

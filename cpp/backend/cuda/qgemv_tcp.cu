@@ -189,6 +189,7 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
       cp_async_commit();
     }
   } else {
+    grid_dependents_may_launch();  // a programmatically launched successor (rms_norm, rope_kv_write) may start
 #pragma unroll
     for (int s = 0; s < NS - 1; ++s) issue(s);
   }
@@ -254,17 +255,8 @@ void launch_p(const Params& p, int64_t target) {
   }
   const size_t smem = static_cast<size_t>(sp.threads / 32) * kWarpBytes + (kNorm ? static_cast<size_t>(p.K) * 2 : 0);
   if constexpr (kPdl) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(sp.grid);
-    cfg.blockDim = dim3(static_cast<unsigned>(sp.threads));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream();
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    MLXB_CUDA_OK(cudaLaunchKernelEx(&cfg, qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl, kNorm>, p, sp.splits, sp.tpb));
+    launch_kernel(qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl, kNorm>, dim3(sp.grid), dim3(static_cast<unsigned>(sp.threads)),
+                  smem, true, p, sp.splits, sp.tpb);
   } else {
     qgemv_tcp_kernel<TX, TS, W, kGated, A, NS, kPair, kPdl, kNorm><<<sp.grid, sp.threads, smem, stream()>>>(p, sp.splits, sp.tpb);
   }

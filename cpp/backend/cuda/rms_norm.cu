@@ -16,6 +16,8 @@ constexpr int kNormMaxThreads = 512;
 // (rounded to x's dtype, as the add op). x may alias y (each thread rewrites only its elements).
 template <bool kAdd, typename TX, typename TB, typename TW, typename TY>
 static __global__ void __launch_bounds__(kNormMaxThreads) norm_kernel(TX* x, const TB* b, const TW* w, TY* y, int64_t h, float eps, bool add_one) {
+  grid_dependents_may_launch();  // launched programmatically (common.cuh: programmatic_ops)
+  grid_dependency_wait();
   TX* xr = x + blockIdx.x * h;
   const TB* br = kAdd ? b + blockIdx.x * h : nullptr;
   TY* yr = y + blockIdx.x * h;
@@ -91,8 +93,8 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, bool add
   if (rows == 0) return;
   int threads = h >= 2048 ? 512 : (h >= 512 ? 256 : 128);
   MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(w.dtype(), TW, MLXB_FLOAT_SWITCH(y.dtype(), TY,
-      norm_kernel<false, TX, TX, TW, TY><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
-          x.ptr<TX>(), nullptr, w.ptr<TW>(), y.ptr<TY>(), h, eps, add_one))));
+      launch_kernel(norm_kernel<false, TX, TX, TW, TY>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, programmatic_ops("norm"),
+                    x.ptr<TX>(), static_cast<const TX*>(nullptr), w.ptr<TW>(), y.ptr<TY>(), h, eps, add_one))));
   MLXB_CUDA_LAUNCHED("rms_norm");
 }
 
@@ -117,8 +119,8 @@ void CudaBackend::add_rms_norm(Tensor& x, const Tensor& branch, const Tensor& w,
   int threads = h >= 2048 ? 512 : (h >= 512 ? 256 : 128);  // as rms_norm: same reduction order
   MLXB_FLOAT_SWITCH(x.dtype(), TX, MLXB_FLOAT_SWITCH(branch.dtype(), TB, MLXB_FLOAT_SWITCH(w.dtype(), TW,
       MLXB_FLOAT_SWITCH(y.dtype(), TY,
-          norm_kernel<true, TX, TB, TW, TY><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
-              x.ptr<TX>(), branch.ptr<TB>(), w.ptr<TW>(), y.ptr<TY>(), h, eps, add_one)))));
+          launch_kernel(norm_kernel<true, TX, TB, TW, TY>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, programmatic_ops("norm"),
+                        x.ptr<TX>(), branch.ptr<TB>(), w.ptr<TW>(), y.ptr<TY>(), h, eps, add_one)))));
   MLXB_CUDA_LAUNCHED("add_rms_norm");
 }
 

@@ -57,6 +57,8 @@ template <typename T, typename TC>
 static __global__ void rope_kv_kernel(T* q, int64_t qs, T* k, int64_t ks, const T* v, int64_t vs, const int32_t* pos, const float* inv_freq, const int32_t* slots,
                                       TC* kc, TC* vc, int64_t hq, int64_t hkv, int64_t dim, int64_t half, bool interleaved,
                                       float mscale, int64_t s_count, int64_t head_stride) {
+  grid_dependents_may_launch();  // launched programmatically (common.cuh: programmatic_ops)
+  grid_dependency_wait();
   const int64_t heads = hq + 2 * hkv;
   const int64_t t = blockIdx.x / heads, hh = blockIdx.x % heads;
   const int64_t slot = slots[t];
@@ -122,10 +124,10 @@ void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Ten
   const int64_t half = args.rot_dim / 2, dim = q.dim(2);
   const int threads = dim > 128 ? 128 : 64;
   MLXB_FLOAT_SWITCH(q.dtype(), T, MLXB_FLOAT_SWITCH(k_cache.dtype(), TC,
-      rope_kv_kernel<T, TC><<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
-          q.ptr<T>(), q.stride(0), k.ptr<T>(), k.stride(0), v.ptr<T>(), v.stride(0), positions.ptr<int32_t>(), args.inv_freq.ptr<float>(), slots.ptr<int32_t>(),
-          k_cache.ptr<TC>(), v_cache.ptr<TC>(), q.dim(1), k.dim(1), dim, half, args.interleaved, args.mscale, k_cache.dim(1),
-          k_cache.stride(0))));
+      launch_kernel(rope_kv_kernel<T, TC>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, programmatic_ops("rope"),
+          q.ptr<T>(), q.stride(0), k.ptr<T>(), k.stride(0), v.ptr<T>(), v.stride(0), positions.ptr<int32_t>(), args.inv_freq.ptr<float>(),
+          slots.ptr<int32_t>(), k_cache.ptr<TC>(), v_cache.ptr<TC>(), q.dim(1), k.dim(1), dim, half, args.interleaved, args.mscale,
+          k_cache.dim(1), k_cache.stride(0))));
   MLXB_CUDA_LAUNCHED("rope_kv_write");
 }
 
