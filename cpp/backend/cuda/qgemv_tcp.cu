@@ -10,8 +10,8 @@
 // byte offset keeps the fragment reads free of bank conflicts), the split-K reduction reuses the
 // warp's stage memory, and K is split until ~32 warps per SM are busy. NS stages per warp (NS - 1
 // in flight): 2 gives 32 resident warps per SM, 3 gives 24. The arithmetic is group_step's.
-// Launched programmatically for K >= 4096 (see programmatic()): its first weights and scales are
-// requested before it waits for the kernel before.
+// Launched programmatically (see programmatic()): its first weights and scales are requested
+// before it waits for the kernel before.
 #include <cstdlib>
 #include <cstring>
 
@@ -291,15 +291,18 @@ void launch_ns(const Params& p, DType xd, bool gated, Activation act, int64_t t)
 }
 
 // Programmatic launch of the default configuration where programmatic launches are on
-// (backend.cu: Hopper, MLXB_CUDA_PDL not 0): by default for K >= 4096, MLXB_QGEMV_PDL=1 for every
-// K, =0 never (read once). Measured on the H200 (scripts/cuda/qpdl-device.sh, bench.mjs decode,
-// two runs each, random-weight checkpoints quantized 4-bit g64): 8B 383 / 389 -> 413 / 409 tok/s,
-// 1B (K = 2048 but its down projection) 1,414 / 1,434 -> 1,331 / 1,419 with every K. Greedy
-// tokens equal with and without it, recorded and eager (quant-same.mjs, 200 tokens).
+// (backend.cu: Hopper, MLXB_CUDA_PDL not 0): by default for every K, MLXB_QGEMV_PDL=4096 only for
+// K >= 4096 (the earlier default), =0 never (read once). Measured on the H200, bench.mjs decode,
+// two runs each, random-weight checkpoints quantized 4-bit g64: first (scripts/cuda/qpdl-device.sh,
+// the kernels around the GEMVs then launched in stream order) 8B 383 / 389 -> 413 / 409 tok/s
+// with K >= 4096, 1B 1,414 / 1,434 -> 1,331 / 1,419 with every K; after rms_norm, rope_kv_write
+// and decode attention were launched programmatically too (scripts/cuda/qdecode-ab-device.sh)
+// 1B 1,511 / 1,450 (K >= 4096) -> 1,714 / 1,622 tok/s (every K), 8B level (451 / 447 vs 442 /
+// 444: its K are all >= 4096). Greedy tokens equal with and without it, recorded and eager.
 bool programmatic(int64_t k) {
   static const int mode = [] {
     const char* v = std::getenv("MLXB_QGEMV_PDL");
-    const int m = !v ? 2 : std::strcmp(v, "1") == 0 ? 1 : 0;
+    const int m = !v || std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "4096") == 0 ? 2 : 0;
     return programmatic_launch() ? m : 0;
   }();
   return mode == 1 || (mode == 2 && k >= 4096);

@@ -177,8 +177,9 @@ bool qgemv_tc_fits(const Params& p, int bits, DType xd);
 // 11, the default's qgemv_tcp with K split for half as many warps;
 // 10, the staged kernel of qgemv_tc.cu (the default before qgemv_tcf). The default runs
 // qgemv_tcp (2 stages) for M = 1, else qgemv_tcf, else the kernels of qgemv_tc.cu.
-// MLXB_QGEMV_PDL=1 (opt-in, not yet run on a GPU) launches the default qgemv_tcp programmatically
-// (its first weights requested before the previous kernel ends; see qgemv_tcp.cu).
+// The default qgemv_tcp is launched programmatically (its first weights requested before the
+// previous kernel ends; MLXB_QGEMV_PDL=0 / =4096 turn that off / limit it to K >= 4096; see
+// qgemv_tcp.cu).
 int gemv_variant();
 // qgemv_tcf.cu: runs the GEMV (gated: p.N = F, as qgated_tc_b4) and returns true when p fits it
 // (what qgemv_tc_fits checks, plus 16-bit scales, group size 64 or 128, whole stages per row).
