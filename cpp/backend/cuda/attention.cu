@@ -214,17 +214,7 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
   const int64_t row = t * sh.hq + g * group + warp;
   constexpr int kLoads = 32 * kVecs / (kSplitWarps * 32);  // 16-byte loads of K (and of V) per thread and chunk
   uint4 kr[kLoads], vr[kLoads];
-  // Chunk [jb, jb + n): this thread's K and V vectors, of the keys `pick` accepts.
-  auto fetch = [&](int64_t jb, int n, auto pick) {
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int idx = threadIdx.x + i * kSplitWarps * 32, key = idx / kVecs, c = idx % kVecs;
-      if (key < n && pick(jb + key)) {
-        kr[i] = __ldg(reinterpret_cast<const uint4*>(kh + (jb + key) * kD) + c);
-        vr[i] = __ldg(reinterpret_cast<const uint4*>(vh + (jb + key) * kD) + c);
-      }
-    }
-  };
+  auto fetch = [&](int64_t jb, int n, auto pick) { kv_chunk_load<kD, kSplitWarps * 32>(kh, vh, jb, n, kr, vr, pick); };
   // With `fresh` this grid was launched programmatically and may run beside the kernel that
   // writes q and the key at slot *fresh: the first chunk's other keys are loaded before waiting
   // for that kernel, q and that key after it.
@@ -245,14 +235,7 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
     const int n = j1 - jb < 32 ? static_cast<int>(j1 - jb) : 32;
     __syncthreads();  // the previous chunk is no longer read
     if (!(early && jb == j0)) fetch(jb, n, [](int64_t) { return true; });
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int idx = threadIdx.x + i * kSplitWarps * 32, key = idx / kVecs, c = idx % kVecs;
-      if (key < n) {
-        *reinterpret_cast<uint4*>(ks + key * kRow + c * 8) = kr[i];
-        *reinterpret_cast<uint4*>(vs + key * kD + c * 8) = vr[i];
-      }
-    }
+    kv_chunk_store<kD, kSplitWarps * 32, kLoads, kRow>(ks, vs, n, kr, vr);
     __syncthreads();
     if (!active) continue;
     const int64_t j = jb + lane;

@@ -23,6 +23,38 @@ __device__ __forceinline__ float score_transform(float dot, float scale, float s
   return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
 }
 
+// Staging of a chunk of keys and values (2-byte elements, head dim kD, rows kD apart at kh / vh)
+// by a block of kThreads threads, each holding kLoads 16-byte vectors of K and of V: vector
+// idx = threadIdx.x + i * kThreads is row idx / (kD / 8), part idx % (kD / 8). The decode
+// kernels (attention.cu split_smem_kernel, attention_cluster.cu) load a chunk into registers
+// with kv_chunk_load, then store it with kv_chunk_store into shared rows (keys padded to kRow
+// elements, values unpadded). Rows >= n, and rows `pick` rejects, are not loaded.
+template <int kD, int kThreads, int kLoads, typename T, typename Pick>
+__device__ __forceinline__ void kv_chunk_load(const T* kh, const T* vh, int64_t jb, int n, uint4 (&kr)[kLoads], uint4 (&vr)[kLoads],
+                                              Pick pick) {
+  constexpr int kVecs = kD / 8;
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const int idx = threadIdx.x + i * kThreads, key = idx / kVecs, c = idx % kVecs;
+    if (key < n && pick(jb + key)) {
+      kr[i] = __ldg(reinterpret_cast<const uint4*>(kh + (jb + key) * kD) + c);
+      vr[i] = __ldg(reinterpret_cast<const uint4*>(vh + (jb + key) * kD) + c);
+    }
+  }
+}
+template <int kD, int kThreads, int kLoads, int kRow, typename T>
+__device__ __forceinline__ void kv_chunk_store(T* ks, T* vs, int n, const uint4 (&kr)[kLoads], const uint4 (&vr)[kLoads]) {
+  constexpr int kVecs = kD / 8;
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const int idx = threadIdx.x + i * kThreads, key = idx / kVecs, c = idx % kVecs;
+    if (key < n) {
+      *reinterpret_cast<uint4*>(ks + key * kRow + c * 8) = kr[i];
+      *reinterpret_cast<uint4*>(vs + key * kD + c * 8) = vr[i];
+    }
+  }
+}
+
 // Returns false when the flash kernel does not cover the case (dtype, head dim, alignment).
 // Tries the register-resident mma.sync kernel (attention_mma.cu) first, then the WMMA one.
 bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,

@@ -108,25 +108,11 @@ __global__ void __launch_bounds__(kThreads) cluster_decode_kernel(DecodeArgs a) 
     const int cnt = j1 - jb < kK ? static_cast<int>(j1 - jb) : kK;
     uint4 kr[kLoads], vr[kLoads];
     int kp[kPer];
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int idx = threadIdx.x + i * kThreads, key = idx / kVecs, c = idx % kVecs;
-      if (key < cnt) {
-        kr[i] = __ldg(reinterpret_cast<const uint4*>(kh + (jb + key) * kD) + c);
-        vr[i] = __ldg(reinterpret_cast<const uint4*>(vh + (jb + key) * kD) + c);
-      }
-    }
+    kv_chunk_load<kD, kThreads>(kh, vh, jb, cnt, kr, vr, [](int64_t) { return true; });
 #pragma unroll
     for (int u = 0; u < kPer; ++u) kp[u] = lane + 32 * u < cnt ? __ldg(a.k_pos + jb + lane + 32 * u) : -1;
     __syncthreads();  // the previous stage is no longer read (and q is in shared memory)
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int idx = threadIdx.x + i * kThreads, key = idx / kVecs, c = idx % kVecs;
-      if (key < cnt) {
-        *reinterpret_cast<uint4*>(ks + key * kRow + c * 8) = kr[i];
-        *reinterpret_cast<uint4*>(vs + key * kD + c * 8) = vr[i];
-      }
-    }
+    kv_chunk_store<kD, kThreads, kLoads, kRow>(ks, vs, cnt, kr, vr);
     __syncthreads();
 #pragma unroll
     for (int h = 0; h < kHW; ++h) {
