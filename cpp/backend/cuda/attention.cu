@@ -214,15 +214,15 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
   const int64_t row = t * sh.hq + g * group + warp;
   constexpr int kLoads = 32 * kVecs / (kSplitWarps * 32);  // 16-byte loads of K (and of V) per thread and chunk
   uint4 kr[kLoads], vr[kLoads];
-  auto fetch = [&](int64_t jb, int n, auto pick) { kv_chunk_load<kD, kSplitWarps * 32>(kh, vh, jb, n, kr, vr, pick); };
+  auto chunk = [&](int64_t jb) { return j1 - jb < 32 ? static_cast<int>(j1 - jb) : 32; };  // keys of the chunk at jb
   // With `fresh` this grid was launched programmatically and may run beside the kernel that
   // writes q and the key at slot *fresh: the first chunk's other keys are loaded before waiting
   // for that kernel, q and that key after it.
   const int64_t fs = fresh ? static_cast<int64_t>(__ldg(fresh)) : -1;
   const bool early = fresh && j0 < j1;
-  if (early) fetch(j0, j1 - j0 < 32 ? static_cast<int>(j1 - j0) : 32, [&](int64_t j) { return j != fs; });
+  if (early) kv_chunk_load<kD, kSplitWarps * 32>(kh, vh, j0, chunk(j0), kr, vr, [&](int64_t j) { return j != fs; });
   grid_dependency_wait();
-  if (early) fetch(j0, j1 - j0 < 32 ? static_cast<int>(j1 - j0) : 32, [&](int64_t j) { return j == fs; });
+  if (early) kv_chunk_load<kD, kSplitWarps * 32>(kh, vh, j0, chunk(j0), kr, vr, [&](int64_t j) { return j == fs; });
   if (active) {
     const TQ* qr = q + row * kD;
     for (int d = lane; d < kD; d += 32) qs[warp][d] = to_f32(qr[d]);
@@ -232,9 +232,9 @@ static __global__ void __launch_bounds__(kSplitWarps * 32)
   for (int i = 0; i < kE; ++i) o[i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   for (int64_t jb = j0; jb < j1; jb += 32) {
-    const int n = j1 - jb < 32 ? static_cast<int>(j1 - jb) : 32;
+    const int n = chunk(jb);
     __syncthreads();  // the previous chunk is no longer read
-    if (!(early && jb == j0)) fetch(jb, n, [](int64_t) { return true; });
+    if (!(early && jb == j0)) kv_chunk_load<kD, kSplitWarps * 32>(kh, vh, jb, n, kr, vr, [](int64_t) { return true; });
     kv_chunk_store<kD, kSplitWarps * 32, kLoads, kRow>(ks, vs, n, kr, vr);
     __syncthreads();
     if (!active) continue;
@@ -339,8 +339,7 @@ static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
                 : sh.d == 256 ? split_kernel<256, true, TQ, TKV> : split_kernel<0, true, TQ, TKV>;
   // The shared-memory kernel is launched programmatically when the caller names the one slot the
   // kernels before it wrote (AttentionArgs::fresh_slot); see split_smem_kernel.
-  const bool early = smem && args.fresh_slot.defined() && args.fresh_slot.device() == Device::kCUDA &&
-                     args.fresh_slot.dtype() == DType::I32 && args.fresh_slot.numel() == 1 && programmatic_ops("attn");
+  const bool early = smem && args.fresh_slot.defined() && programmatic_ops("attn");
   const int32_t* fresh = early ? args.fresh_slot.ptr<int32_t>() : nullptr;
   const dim3 block(kSplitWarps * 32);
   if (splits == 1) {
@@ -388,6 +387,11 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, c
     check_device(args.kv_len, "attention", "kv_len");
     if (args.kv_len.dtype() != DType::I32 || args.kv_len.numel() != 1)
       fail(ErrorCode::kInvalidArgument, "cuda attention: kv_len must be one int32");
+  }
+  if (args.fresh_slot.defined()) {
+    check_device(args.fresh_slot, "attention", "fresh_slot");
+    if (args.fresh_slot.dtype() != DType::I32 || args.fresh_slot.numel() != 1)
+      fail(ErrorCode::kInvalidArgument, "cuda attention: fresh_slot must be one int32");
   }
   if (out.dtype() != q.dtype() || v.dtype() != k.dtype())
     fail(ErrorCode::kUnsupported, "cuda attention: out must have q's dtype and v k's dtype");

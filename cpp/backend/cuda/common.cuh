@@ -52,13 +52,13 @@ __device__ __forceinline__ void grid_dependents_may_launch() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
-// The small kernels around the batched (engine) step's GEMMs -- rms_norm / add_rms_norm,
-// rope_kv_write, the gated activation of a [gate; up] product, the paged split attention -- are
-// launched programmatically too (off wherever programmatic_launch() is; MLXB_CUDA_PDL_OPS=0: none,
-// or a list of the kinds to launch so: norm, rope, act, paged).
+// The small kernels between the GEMVs / GEMMs -- rms_norm / add_rms_norm, rope_kv_write, the gated
+// activation of a [gate; up] product, the paged split attention, the one-row decode attention --
+// are launched programmatically too (off wherever programmatic_launch() is; MLXB_CUDA_PDL_OPS=0:
+// none, or a list of the kinds to launch so: norm, rope, act, paged, attn).
 // Each calls grid_dependents_may_launch() first and grid_dependency_wait() in every block before
-// it reads anything a kernel before it may write (the paged kernel first copies keys older than
-// the step's), so a chain of such launches stays ordered.
+// it reads anything a kernel before it may write (the attention kernels first load keys older
+// than the step's), so a chain of such launches stays ordered.
 bool programmatic_ops(const char* kind);
 
 // kernel<<<grid, block, smem, stream()>>>(args...), with programmatic stream serialization when
