@@ -148,10 +148,8 @@ bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vect
     pr.max_kv_len = width * bs;
     AttentionFn attend = [&](int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3, Tensor& o3,
                              const RopeArgs* rope) {
-      Tensor& kp = pool.keys(layer);
-      Tensor& vp = pool.values(layer);
-      ops::rope_kv_write(q3, k3, v3, b.pos_dev, *rope, in.slots, kp, vp);
-      ops::paged_attention(q3, kp, vp, pr, p.args, o3);
+      // One launch on CUDA for bf16 pools: the attention kernel rotates q and writes the new k, v.
+      ops::rope_paged_attention(q3, k3, v3, b.pos_dev, *rope, in.slots, pool.keys(layer), pool.values(layer), pr, p.args, o3);
     };
     LayerPlan plan;
     plan.attend_ropes = true;

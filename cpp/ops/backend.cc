@@ -79,6 +79,13 @@ void Backend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor&
   kv_write(v, slots, v_cache);
 }
 
+void Backend::rope_paged_attention(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& rope,
+                                   const Tensor& slots, Tensor& k_cache, Tensor& v_cache, const PagedAttentionRows& rows,
+                                   const AttentionArgs& args, Tensor& out) {
+  rope_kv_write(q, k, v, positions, rope, slots, k_cache, v_cache);
+  paged_attention(q, k_cache, v_cache, rows, args, out);
+}
+
 void Backend::matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid) {
   Tensor branch = Tensor::empty(resid.shape(), resid.dtype(), resid.device());
   matmul(x, w, bias, branch);

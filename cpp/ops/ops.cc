@@ -32,6 +32,10 @@ void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& position
                    Tensor& k_cache, Tensor& v_cache) {
   backend(k_cache.device()).rope_kv_write(q, k, v, positions, args, slots, k_cache, v_cache);
 }
+void rope_paged_attention(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& rope, const Tensor& slots,
+                          Tensor& k_cache, Tensor& v_cache, const PagedAttentionRows& rows, const AttentionArgs& args, Tensor& out) {
+  backend(out.device()).rope_paged_attention(q, k, v, positions, rope, slots, k_cache, v_cache, rows, args, out);
+}
 void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& out) {
   backend(out.device()).gated_matmul(x, w, bias, act, out);
 }

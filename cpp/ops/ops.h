@@ -212,6 +212,12 @@ class Backend {
   // k and v may be row-strided views (heads contiguous), e.g. column ranges of a fused projection.
   virtual void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
                              const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+  // rope_kv_write(q, k, v, positions, rope, slots, k_cache, v_cache), then paged_attention(q,
+  // k_cache, v_cache, rows, args, out): the same out and caches (q and k are left un-rotated when a
+  // backend fuses the two; CUDA does for bf16 decode rows, rotating in the attention kernel).
+  virtual void rope_paged_attention(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& rope,
+                                    const Tensor& slots, Tensor& k_cache, Tensor& v_cache, const PagedAttentionRows& rows,
+                                    const AttentionArgs& args, Tensor& out);
   // One-row (decode) projections fused with their neighbours; each gives the results of the ops
   // it names, bit for bit (a backend that cannot fuse a case runs those ops):
   // resid[1,N] += x[1,K]·w^T (+ bias): matmul into a temporary, then add(resid, it, resid)
@@ -280,6 +286,8 @@ void gated_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Activati
 void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out);
 void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
                    Tensor& k_cache, Tensor& v_cache);
+void rope_paged_attention(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& rope, const Tensor& slots,
+                          Tensor& k_cache, Tensor& v_cache, const PagedAttentionRows& rows, const AttentionArgs& args, Tensor& out);
 void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid);
 void norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y);
 void norm_gated_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Activation act, Tensor& out);

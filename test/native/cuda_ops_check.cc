@@ -442,6 +442,18 @@ void check_gated_matmul(int64_t m, int64_t f, int64_t k, DType d, bool bias, Act
 }
 
 // rope_kv_write must equal rope(q), rope(k), kv_write(k), kv_write(v) exactly.
+// Rope arguments on the device: rot / 2 frequencies base^(-2i / rot).
+RopeArgs device_rope(int64_t rot, double base, bool interleaved, float mscale) {
+  std::vector<double> f;
+  for (int64_t i = 0; i < rot / 2; ++i) f.push_back(std::pow(base, -2.0 * i / rot));
+  RopeArgs a;
+  a.inv_freq = host_tensor(f, {rot / 2}, DType::F32).to(Device::kCUDA);
+  a.rot_dim = rot;
+  a.interleaved = interleaved;
+  a.mscale = mscale;
+  return a;
+}
+
 void check_rope_kv_write(int64_t t, int64_t hq, int64_t hkv, int64_t dim, int64_t rot, bool interleaved, DType d, DType cd) {
   const int64_t cap = 50;
   Pair q = make({t, hq, dim}, d), k = make({t, hkv, dim}, d), v = make({t, hkv, dim}, d);
@@ -450,13 +462,7 @@ void check_rope_kv_write(int64_t t, int64_t hq, int64_t hkv, int64_t dim, int64_
   for (int64_t i = 0; i < t; ++i) { pos.push_back(static_cast<int32_t>(100 + 7 * i)); sl.push_back(static_cast<int32_t>((3 + 11 * i) % cap)); }
   if (t > 2) sl[1] = -1;  // skipped slot
   Pair pt = make_ints(pos), st = make_ints(sl);
-  std::vector<double> f;
-  for (int64_t i = 0; i < rot / 2; ++i) f.push_back(std::pow(10000.0, -2.0 * i / rot));
-  RopeArgs a;
-  a.inv_freq = host_tensor(f, {rot / 2}, DType::F32).to(Device::kCUDA);
-  a.rot_dim = rot;
-  a.interleaved = interleaved;
-  a.mscale = 1.1f;
+  const RopeArgs a = device_rope(rot, 10000.0, interleaved, 1.1f);
   auto copy = [](const Tensor& x) { Tensor y = Tensor::empty(x.shape(), x.dtype(), Device::kCUDA); y.copy_from(x); return y; };
   Tensor q1 = copy(q.dev), k1 = copy(k.dev), kc1 = copy(kc.dev), vc1 = copy(vc.dev);
   ops::rope(q1, pt.dev, a);
@@ -481,11 +487,7 @@ void check_rope_kv_write_strided(int64_t t, int64_t hq, int64_t hkv, int64_t dim
   for (int64_t i = 0; i < t; ++i) { pos.push_back(static_cast<int32_t>(9 + 5 * i)); sl.push_back(static_cast<int32_t>((7 + 13 * i) % cap)); }
   if (t > 1) sl[0] = -1;  // a padding row: no write
   Pair pt = make_ints(pos), st = make_ints(sl);
-  std::vector<double> f;
-  for (int64_t i = 0; i < dim / 2; ++i) f.push_back(std::pow(500000.0, -2.0 * i / dim));
-  RopeArgs a;
-  a.inv_freq = host_tensor(f, {dim / 2}, DType::F32).to(Device::kCUDA);
-  a.rot_dim = dim;
+  const RopeArgs a = device_rope(dim, 500000.0, false, 1.0f);
   auto copy = [](const Tensor& x) { Tensor y = Tensor::empty(x.shape(), x.dtype(), Device::kCUDA); y.copy_from(x); return y; };
   auto cols = [&](Tensor& buf, int64_t heads, int64_t at) { return buf.as_strided({t, heads, dim}, {width, dim, 1}, at); };
   // Contiguous reference: the column ranges copied out through the host.
@@ -509,6 +511,78 @@ void check_rope_kv_write_strided(int64_t t, int64_t hq, int64_t hkv, int64_t dim
   report(name + " == contiguous", std::max({nmse(gq, to_vec(q1)), nmse(gk, to_vec(k1)), nmse(to_vec(kc2), to_vec(kc1)),
                                             nmse(to_vec(vc2), to_vec(vc1))}),
          0.0);
+}
+
+// rope_paged_attention (one query per row, q/k/v column views of one fused projection, bf16) ==
+// rope_kv_write then paged_attention, bit for bit: the attention output and both pools. Rows of
+// lengths 1 .. len_span (several splits for long ones), a padding row (slot -1: no write),
+// shuffled blocks; half-split or interleaved pairs, optional window.
+void check_rope_paged(int64_t rows, int64_t hq, int64_t hkv, int64_t dim, bool interleaved, int64_t window, int64_t len_span) {
+  const DType B = DType::BF16;
+  const int64_t bs = 16, max_blocks = (len_span + bs - 1) / bs + 1, blocks = rows * max_blocks, slots_n = blocks * bs;
+  std::vector<int32_t> perm(static_cast<size_t>(blocks));
+  for (int64_t i = 0; i < blocks; ++i) perm[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> qo, qc, kl, table, pos, sl;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool pad = r == rows - 1;
+    const int64_t len = pad ? 1 : 1 + (r * 389 + 7) % len_span;
+    qo.push_back(static_cast<int32_t>(r));
+    qc.push_back(1);
+    kl.push_back(static_cast<int32_t>(len));
+    for (int64_t b = 0; b < max_blocks; ++b) table.push_back(perm[static_cast<size_t>(r * max_blocks + b)]);
+    pos.push_back(static_cast<int32_t>(len - 1));
+    const int64_t p = len - 1;
+    sl.push_back(pad ? -1 : static_cast<int32_t>(table[static_cast<size_t>(r * max_blocks + p / bs)] * bs + p % bs));
+  }
+  const int64_t width = (hq + 2 * hkv) * dim;
+  Pair qkv = make({rows, width}, B), kp = make({hkv, slots_n, dim}, B), vp = make({hkv, slots_n, dim}, B);
+  Pair pt = make_ints(pos), st = make_ints(sl);
+  const RopeArgs ra = device_rope(dim, 500000.0, interleaved, interleaved ? 1.0f : 1.25f);
+  AttentionArgs args;
+  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  args.window = window;
+  PagedAttentionRows pr;
+  pr.q_offset = make_ints(qo).dev;
+  pr.q_count = make_ints(qc).dev;
+  pr.kv_len = make_ints(kl).dev;
+  pr.block_table = make_ints(table).dev.reshape({rows, max_blocks});
+  pr.block_size = bs;
+  pr.max_q_count = 1;
+  pr.max_kv_len = *std::max_element(kl.begin(), kl.end());
+  auto copy = [](const Tensor& x) { Tensor y = Tensor::empty(x.shape(), x.dtype(), Device::kCUDA); y.copy_from(x); return y; };
+  auto run = [&](bool fused, Tensor& kc, Tensor& vc, Tensor& out) {  // returns the projection buffer after the op
+    Tensor buf = copy(qkv.dev);
+    Tensor q = buf.as_strided({rows, hq, dim}, {width, dim, 1}, 0);
+    Tensor k = buf.as_strided({rows, hkv, dim}, {width, dim, 1}, hq * dim);
+    Tensor v = buf.as_strided({rows, hkv, dim}, {width, dim, 1}, (hq + hkv) * dim);
+    if (fused) {
+      const char* was = std::getenv("MLXB_PAGED_ROPE");
+      const std::string keep = was ? was : "";
+      setenv("MLXB_PAGED_ROPE", "1", 1);  // the folded form (read at each call)
+      ops::rope_paged_attention(q, k, v, pt.dev, ra, st.dev, kc, vc, pr, args, out);
+      if (was) setenv("MLXB_PAGED_ROPE", keep.c_str(), 1);
+      else unsetenv("MLXB_PAGED_ROPE");
+    } else {
+      ops::rope_kv_write(q, k, v, pt.dev, ra, st.dev, kc, vc);
+      ops::paged_attention(q, kc, vc, pr, args, out);
+    }
+    return buf;
+  };
+  Tensor kc1 = copy(kp.dev), vc1 = copy(vp.dev), kc2 = copy(kp.dev), vc2 = copy(vp.dev);
+  Tensor out1 = poisoned({rows, hq, dim}, B), out2 = poisoned({rows, hq, dim}, B);
+  run(false, kc1, vc1, out1);
+  const Tensor after = run(true, kc2, vc2, out2);
+  const std::string name = "rope_paged_attention rows=" + std::to_string(rows) + " Hq=" + std::to_string(hq) + " Hkv=" +
+                           std::to_string(hkv) + " D=" + std::to_string(dim) + (interleaved ? " interleaved" : "") +
+                           (window ? " window=" + std::to_string(window) : "") + " keys<=" + std::to_string(len_span);
+  Vec o1 = to_vec(out1), o2 = to_vec(out2);
+  o1.resize(static_cast<size_t>((rows - 1) * hq * dim));  // the padding row's output is not defined
+  o2.resize(o1.size());
+  report(name + " == rope_kv_write + paged_attention (out)", nmse(o2, o1), 0.0);
+  report(name + " == rope_kv_write + paged_attention (pools)", std::max(nmse(to_vec(kc2), to_vec(kc1)), nmse(to_vec(vc2), to_vec(vc1))), 0.0);
+  // The folded kernel ran (rope_kv_write would have rotated q and k in the projection buffer).
+  report(name + " folded (q, k left un-rotated)", nmse(to_vec(after), qkv.host), 0.0);
 }
 
 // paged_attention: decode rows and short query chunks over random block tables, against the CPU
@@ -888,6 +962,11 @@ void lt_sweep(int64_t m, bool all) {
 // over several splits, GQA 1/2/4, head 64.
 void check_paged_cases() {
   const DType F = DType::F32, B = DType::BF16;
+  check_rope_paged(33, 32, 8, 128, false, 0, 700);
+  check_rope_paged(17, 32, 8, 64, false, 0, 3000);
+  check_rope_paged(9, 16, 8, 128, true, 0, 300);
+  check_rope_paged(12, 8, 8, 64, false, 100, 1500);
+  check_rope_paged(5, 8, 2, 128, false, 0, 200);
   check_paged_attention(32, 32, 8, 128, B);
   check_paged_attention(7, 8, 8, 64, F);
   check_paged_attention(12, 16, 2, 256, B);

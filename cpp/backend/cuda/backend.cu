@@ -112,6 +112,10 @@ void check_device(const Tensor& t, const char* op, const char* name) {
                                           ", expected cuda (" + t.describe() + ")");
 }
 
+bool rows_dense(const Tensor& x) {
+  return x.ndim() == 3 && x.stride(2) == 1 && x.stride(1) == x.dim(2) && x.stride(0) >= x.dim(1) * x.dim(2);
+}
+
 void check_contiguous(const Tensor& t, const char* op, const char* name) {
   if (!t.is_contiguous())
     fail(ErrorCode::kInvalidArgument, std::string("cuda ") + op + ": " + name + " must be contiguous (" + t.describe() + ")");

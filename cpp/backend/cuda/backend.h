@@ -42,6 +42,9 @@ class CudaBackend final : public Backend {
   void qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out) override;
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args, const Tensor& slots,
                      Tensor& k_cache, Tensor& v_cache) override;
+  void rope_paged_attention(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& rope,
+                            const Tensor& slots, Tensor& k_cache, Tensor& v_cache, const PagedAttentionRows& rows,
+                            const AttentionArgs& args, Tensor& out) override;  // paged_attention.cu
   // gemv_fused.cu
   void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid) override;
   void norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y) override;

@@ -140,6 +140,9 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
 void check_float(const Tensor& t, const char* op, const char* name);
 void check_device(const Tensor& t, const char* op, const char* name);
 void check_contiguous(const Tensor& t, const char* op, const char* name);
+// [T, H, D] with contiguous heads and any row stride that keeps rows apart (e.g. a column range of
+// a fused projection).
+bool rows_dense(const Tensor& x);
 
 }  // namespace mlxb::cuda
 

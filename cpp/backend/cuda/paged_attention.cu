@@ -10,15 +10,19 @@
 //   result never depends on how many rows share the launch.
 //   q rows may be strided (row stride >= Hq * D, a view of a fused q/k/v projection).
 // - kv_gather: out[h, i, :] = cache[h, slots[i], :] (prefill rows gather once, then use flash).
+#include <cstdlib>
+#include <initializer_list>
+
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
 #include "backend/cuda/paged_attention.cuh"
 
 namespace mlxb::cuda {
 
-// paged_attention_bf16.cu: the decode kernel for bf16 pools of the usual shapes (false: not taken).
+// paged_attention_bf16.cu: the decode kernel for bf16 pools of the usual shapes (false: not taken,
+// nothing launched). With `rope`, only the split kernel with the rotation folded in (see PagedRope).
 bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
-                          const AttentionArgs& args, Tensor& out, dim3 grid);
+                          const AttentionArgs& args, Tensor& out, dim3 grid, const PagedRope* rope = nullptr);
 
 namespace {
 
@@ -152,10 +156,8 @@ void check_pool(const Tensor& t, const char* op, const char* name) {
                                           t.describe());
 }
 
-}  // namespace
-
-void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
-                                  const AttentionArgs& args, Tensor& out) {
+// The checks of paged_attention; returns its launch grid (x = 0: no rows).
+dim3 paged_grid(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows, Tensor& out) {
   const char* op = "paged_attention";
   check_device(q, op, "q");
   check_device(out, op, "out"); check_contiguous(out, op, "out");
@@ -170,15 +172,24 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor
       rows.block_table.dim(0) != r_count || rows.block_size <= 0 || rows.max_q_count < 1)
     fail(ErrorCode::kInvalidArgument, "cuda paged_attention: shapes do not match: q " + q.describe() + ", pool " + k.describe() +
                                           ", out " + out.describe());
-  const int64_t hq = q.dim(1), hkv = k.dim(0), d = q.dim(2);
+  const int64_t hq = q.dim(1), hkv = k.dim(0);
   if (hkv <= 0 || hq % hkv != 0 || hq / hkv > 8)
     fail(ErrorCode::kUnsupported, "cuda paged_attention: needs query heads a multiple (at most 8x) of kv heads");
   if (q.dtype() != k.dtype() || v.dtype() != k.dtype() || out.dtype() != q.dtype() || q.dtype() == DType::F16)
     fail(ErrorCode::kUnsupported, "cuda paged_attention: q, pool and out must all be float32 or all bfloat16");
-  if (r_count == 0) return;
+  if (r_count == 0) return dim3(0, 1, 1);
   if (r_count > INT32_MAX || hkv > 65535 || rows.max_q_count > 65535)
     fail(ErrorCode::kUnsupported, "cuda paged_attention: too many rows or queries for one launch");
-  dim3 grid(static_cast<unsigned>(r_count), static_cast<unsigned>(hkv), static_cast<unsigned>(rows.max_q_count));
+  return dim3(static_cast<unsigned>(r_count), static_cast<unsigned>(hkv), static_cast<unsigned>(rows.max_q_count));
+}
+
+}  // namespace
+
+void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
+                                  const AttentionArgs& args, Tensor& out) {
+  const dim3 grid = paged_grid(q, k, v, rows, out);
+  if (grid.x == 0) return;
+  const int64_t hq = q.dim(1), hkv = k.dim(0), d = q.dim(2);
   const int g = static_cast<int>(hq / hkv);
   if (paged_attention_bf16(q, k, v, rows, args, out, grid)) {
     MLXB_CUDA_LAUNCHED("paged_attention");
@@ -204,6 +215,54 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor
   if (q.dtype() == DType::F32) run(float{});
   else run(__nv_bfloat16{});
   MLXB_CUDA_LAUNCHED("paged_attention");
+}
+
+// MLXB_PAGED_ROPE=1: rope_paged_attention folds the rotation into the split kernel; otherwise (the
+// default until it is measured on a GPU) it runs rope_kv_write, then paged_attention. Read at each call.
+static bool paged_rope_enabled() {
+  const char* e = std::getenv("MLXB_PAGED_ROPE");
+  return e && e[0] == '1';
+}
+
+void CudaBackend::rope_paged_attention(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& rope,
+                                       const Tensor& slots, Tensor& k_cache, Tensor& v_cache, const PagedAttentionRows& rows,
+                                       const AttentionArgs& args, Tensor& out) {
+  auto on_cuda = [](std::initializer_list<const Tensor*> ts) {
+    for (const Tensor* t : ts)
+      if (t->device() != Device::kCUDA) return false;
+    return true;
+  };
+  const DType B = DType::BF16;
+  // Decode rows (one query each, one row per token) of bf16 tensors with full-width rotation;
+  // anything else takes the two ops.
+  const bool fits = paged_rope_enabled() && rows.max_q_count == 1 && q.ndim() == 3 && rows.q_offset.numel() == q.dim(0) &&
+                    rows_dense(k) && rows_dense(v) &&
+                    k.shape() == v.shape() && k.dim(0) == q.dim(0) && k.dim(2) == q.dim(2) && k_cache.ndim() == 3 &&
+                    k.dim(1) == k_cache.dim(0) && q.dtype() == B && k.dtype() == B && v.dtype() == B && k_cache.dtype() == B &&
+                    v_cache.dtype() == B && rope.inv_freq.defined() && rope.inv_freq.dtype() == DType::F32 &&
+                    rope.rot_dim == q.dim(2) && rope.inv_freq.numel() == q.dim(2) / 2 && positions.dtype() == DType::I32 &&
+                    slots.dtype() == DType::I32 && positions.is_contiguous() && slots.is_contiguous() &&
+                    positions.numel() == q.dim(0) && slots.numel() == q.dim(0) &&
+                    on_cuda({&q, &k, &v, &positions, &slots, &k_cache, &v_cache, &rope.inv_freq, &out});
+  if (fits) {
+    const dim3 grid = paged_grid(q, k_cache, v_cache, rows, out);
+    PagedRope pr;
+    pr.pos = positions.ptr<int32_t>();
+    pr.inv_freq = rope.inv_freq.ptr<float>();
+    pr.mscale = rope.mscale;
+    pr.interleaved = rope.interleaved;
+    pr.slots = slots.ptr<int32_t>();
+    pr.s_count = k_cache.dim(1);
+    pr.k_new = k.ptr<__nv_bfloat16>();
+    pr.v_new = v.ptr<__nv_bfloat16>();
+    pr.k_stride = k.stride(0);
+    pr.v_stride = v.stride(0);
+    if (grid.x != 0 && paged_attention_bf16(q, k_cache, v_cache, rows, args, out, grid, &pr)) {
+      MLXB_CUDA_LAUNCHED("rope_paged_attention");
+      return;
+    }
+  }
+  Backend::rope_paged_attention(q, k, v, positions, rope, slots, k_cache, v_cache, rows, args, out);
 }
 
 void CudaBackend::kv_gather(const Tensor& cache, const Tensor& slots, Tensor& out) {

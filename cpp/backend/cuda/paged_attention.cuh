@@ -9,6 +9,22 @@
 
 namespace mlxb::cuda {
 
+// What rope_paged_attention folds into the bf16 split decode kernel (paged_attention_bf16.cu):
+// q and the rows' new k, v arrive un-rotated from the step's projection; the kernel rotates q as
+// rope_kv_write would (rot_dim == head_dim), and the block holding a row's newest key rotates
+// that kv head's k and writes k and v into the pool at the row's slot before any warp reads it.
+struct PagedRope {
+  const int32_t* pos = nullptr;    // [q rows]; nullptr: nothing folded
+  const float* inv_freq = nullptr;  // [D / 2]
+  float mscale = 1.0f;
+  bool interleaved = false;
+  const int32_t* slots = nullptr;  // [q rows]: the new key's pool slot; outside [0, s_count): not written
+  int64_t s_count = 0;
+  const __nv_bfloat16* k_new = nullptr;  // [q rows] x [Hkv, D] with row stride k_stride
+  const __nv_bfloat16* v_new = nullptr;
+  int64_t k_stride = 0, v_stride = 0;
+};
+
 // The empty state: max -inf, sum 0, output 0 for each query head.
 template <int kG>
 __device__ __forceinline__ void paged_state_init(float (&m)[kG], float (&l)[kG], float (&acc)[kG][8]) {

@@ -261,6 +261,7 @@ struct SplitArgs {
   float* part;    // [R][hkv][gridDim.z][g][D + 2] (splits > 1 only)
   int* counters;  // [R * hkv] or nullptr (then paged_combine_kernel runs after)
   __nv_bfloat16* out;
+  PagedRope rope;  // paged_split2_kernel: rope.pos set = q and the new k, v come un-rotated (PagedRope)
 };
 
 // A row's visible key range and its split geometry (the same in every kernel that needs it).
@@ -632,6 +633,37 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
   const bool old_keys = min(j0 + 31, s1 - 1) < len - 1;
   if (old_keys) first_copies();
   grid_dependency_wait();
+  // Folded rope (a.rope.pos): the row's cos / sin as rope_kv_write computes them; the block of the
+  // split holding key len - 1 rotates kv head hk's new k and stores k and v at the row's slot,
+  // before the barrier after which any warp may copy that key.
+  __shared__ float2 s_cs[D / 2];
+  const bool folded = a.rope.pos != nullptr;
+  if (folded) {
+    const float p = static_cast<float>(a.rope.pos[qrow]);
+    for (int i = threadIdx.x; i < D / 2; i += kSW * 32) {
+      float sn, cs;
+      sincosf(p * a.rope.inv_freq[i], &sn, &cs);
+      s_cs[i] = make_float2(cs * a.rope.mscale, sn * a.rope.mscale);
+    }
+    __syncthreads();
+    if (split == rs.splits - 1) {
+      const int64_t slot = a.rope.slots[qrow];
+      if (slot >= 0 && slot < a.rope.s_count) {
+        const __nv_bfloat16* kr = a.rope.k_new + qrow * a.rope.k_stride + hk * D;
+        const __nv_bfloat16* vr = a.rope.v_new + qrow * a.rope.v_stride + hk * D;
+        __nv_bfloat16* kc = const_cast<__nv_bfloat16*>(a.k) + hk * a.pool_stride + slot * D;
+        __nv_bfloat16* vc = const_cast<__nv_bfloat16*>(a.v) + hk * a.pool_stride + slot * D;
+        for (int i = threadIdx.x; i < D / 2; i += kSW * 32) {
+          const int ia = a.rope.interleaved ? 2 * i : i, ib = a.rope.interleaved ? 2 * i + 1 : i + D / 2;
+          const float x = __bfloat162float(kr[ia]), y = __bfloat162float(kr[ib]);
+          kc[ia] = __float2bfloat16_rn(rope_lo(x, y, s_cs[i].x, s_cs[i].y));
+          kc[ib] = __float2bfloat16_rn(rope_hi(x, y, s_cs[i].x, s_cs[i].y));
+        }
+        for (int i = threadIdx.x; i < D; i += kSW * 32) vc[i] = vr[i];
+      }
+      __syncthreads();
+    }
+  }
   if (!old_keys) first_copies();
 
   // q as A fragments (as in paged_split_kernel): row g = query head hk * g + g (zero past g).
@@ -644,6 +676,39 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
       qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(qp + 8));
     } else {
       qa[kk][0] = qa[kk][1] = 0u;
+    }
+  }
+  // Folded rope of q: the lane holds head dims kk * 16 + j * 8 + t4 * 2 + {0, 1}; the pairs
+  // (d, d + D/2) are fragments kk and kk + KS/2 of the same lane, (2i, 2i + 1) one register. Each
+  // value is rotated and rounded to bf16 as rope_kv_write stores it.
+  if (folded && gq < g) {
+    auto lo_f = [](uint32_t w) { return __uint_as_float(w << 16); };
+    auto hi_f = [](uint32_t w) { return __uint_as_float(w & 0xffff0000u); };
+    auto pack = [](float lo, float hi) {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<const uint32_t*>(&h);
+    };
+    if (a.rope.interleaved) {
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const float2 c = s_cs[(kk * 16 + j * 8 + t4 * 2) / 2];
+          const float x = lo_f(qa[kk][j]), y = hi_f(qa[kk][j]);
+          qa[kk][j] = pack(rope_lo(x, y, c.x, c.y), rope_hi(x, y, c.x, c.y));
+        }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < KS / 2; ++kk)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int d0 = kk * 16 + j * 8 + t4 * 2;
+          const float2 c0 = s_cs[d0], c1 = s_cs[d0 + 1];
+          const uint32_t wa = qa[kk][j], wb = qa[kk + KS / 2][j];
+          const float a0 = lo_f(wa), a1 = hi_f(wa), b0 = lo_f(wb), b1 = hi_f(wb);
+          qa[kk][j] = pack(rope_lo(a0, b0, c0.x, c0.y), rope_lo(a1, b1, c1.x, c1.y));
+          qa[kk + KS / 2][j] = pack(rope_hi(a0, b0, c0.x, c0.y), rope_hi(a1, b1, c1.x, c1.y));
+        }
     }
   }
 
@@ -824,7 +889,7 @@ int split_unit() {
 // Called by CudaBackend::paged_attention after its checks; false when the shapes are not this
 // file's (or MLXB_PAGED_GENERIC=1 asks for the generic kernel).
 bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const PagedAttentionRows& rows,
-                          const AttentionArgs& args, Tensor& out, dim3 grid) {
+                          const AttentionArgs& args, Tensor& out, dim3 grid, const PagedRope* rope) {
   static const bool generic = [] {
     const char* e = std::getenv("MLXB_PAGED_GENERIC");
     return e && e[0] == '1';
@@ -845,6 +910,8 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   const bool split = split_enabled() && smem <= static_cast<size_t>(max_smem_optin()) && (max_blocks << shift) <= INT32_MAX &&
                      reinterpret_cast<uintptr_t>(kp) % 16 == 0 && reinterpret_cast<uintptr_t>(vp) % 16 == 0 && st % 8 == 0 &&
                      st / d <= INT32_MAX;  // pool slots as int32 (paged_split2_kernel)
+  // A folded rope needs the second split kernel for every row (one query each).
+  if (rope && (!split || !split_second() || rows.max_q_count != 1)) return false;
   // Without the split kernel every row runs the single-block kernel; with it, only rows with more
   // than one query do (the launch is skipped when there are none).
   const bool single = !split || rows.max_q_count > 1;
@@ -889,6 +956,7 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   a.out = op;
   a.part = nullptr;
   a.counters = nullptr;
+  if (rope) a.rope = *rope;
   std::unique_ptr<Scratch> part;
   if (splits > 1) {
     part = std::make_unique<Scratch>(r_count * hkv * splits * g * (d + 2) * static_cast<int64_t>(sizeof(float)),

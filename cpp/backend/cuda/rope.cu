@@ -92,11 +92,6 @@ static __global__ void rope_kv_kernel(T* q, int64_t qs, T* k, int64_t ks, const 
   }
 }
 
-// [T, H, D] with contiguous heads and any row stride that keeps rows apart.
-static bool rows_dense(const Tensor& x) {
-  return x.ndim() == 3 && x.stride(2) == 1 && x.stride(1) == x.dim(2) && x.stride(0) >= x.dim(1) * x.dim(2);
-}
-
 void CudaBackend::rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& args,
                                 const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
   const bool shapes = q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3 && k_cache.ndim() == 3 && v_cache.ndim() == 3 &&
