@@ -218,7 +218,8 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k, const Tensor
 }
 
 // MLXB_PAGED_ROPE=1: rope_paged_attention folds the rotation into the split kernel; otherwise (the
-// default until it is measured on a GPU) it runs rope_kv_write, then paged_attention. Read at each call.
+// default: on the H200 the fold was level for 8B 32-stream serving and lower for the 1B in one run,
+// scripts/cuda/NOTES.md) it runs rope_kv_write, then paged_attention. Read at each call.
 static bool paged_rope_enabled() {
   const char* e = std::getenv("MLXB_PAGED_ROPE");
   return e && e[0] == '1';
