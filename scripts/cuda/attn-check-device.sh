@@ -9,8 +9,7 @@ cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=4
 source scripts/cuda/steps.sh
-step_logs attn-check-logs
-export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
+device_setup attn-check-logs
 stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
 for c in 0 1; do

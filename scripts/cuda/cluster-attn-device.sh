@@ -9,11 +9,7 @@ cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=4
 source scripts/cuda/steps.sh
-step_logs cluster-logs
-memory_dir
-export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
-start=$(date +%s); deadline=$((start + ${MLXB_DEADLINE:-420}))
-left() { echo $((deadline - $(date +%s))); }
+device_setup cluster-logs "${MLXB_DEADLINE:-420}"
 stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
 (ckpt 1b; cp -r $ck/ck-1b $ck/ck-1b-keep; quant_q4 1b; mv $ck/ck-1b-keep $ck/ck-1b; touch $ck/ck-1b.done) &

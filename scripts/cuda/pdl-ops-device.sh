@@ -13,12 +13,8 @@ cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=4
 source scripts/cuda/steps.sh  # stamp, step, step_logs, memory_dir, ckpt, wait_for
-step_logs pdl-logs
-memory_dir
-[[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz
-export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
-deadline=$(($(date +%s) + 570))  # one deadline for every wait
-left() { echo $((deadline - $(date +%s))); }
+device_setup pdl-logs 570
+test_deps
 q4() {  # keeps the bf16 checkpoint
   timeout 240 node dist/cli/main.js quantize --model "$ck/ck-$1" --out "$ck/ck-$1-q4" --bits 4 --group-size 64 > "$logs/q-$1.log" 2>&1 &&
     touch "$ck/ck-$1-q4.done"

@@ -10,9 +10,7 @@ cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=2
 source scripts/cuda/steps.sh
-step_logs qab-logs
-memory_dir
-export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
+device_setup qab-logs
 if [[ -f $ck/ck-1b-q4.done ]]; then
   timeout 60 node scripts/cuda/quant-same.mjs "$ck/ck-1b-q4" 200 > "$logs/same-default.txt" 2>&1
   for c in "pdl0:MLXB_QGEMV_PDL=0" "eager:MLXB_CUDA_GRAPH=0"; do

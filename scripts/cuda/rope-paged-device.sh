@@ -13,12 +13,8 @@ cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=${STEP_TAIL:-6}
 source scripts/cuda/steps.sh
-step_logs rope-paged-logs
-memory_dir
-[[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz
-export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
-deadline=$(($(date +%s) + 570))
-left() { echo $((deadline - $(date +%s))); }
+device_setup rope-paged-logs 570
+test_deps
 (ckpt 1b && touch "$ck/ck-1b.done"; ckpt 8b && touch "$ck/ck-8b.done") &
 stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }

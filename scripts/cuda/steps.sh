@@ -43,3 +43,16 @@ quant_q4() {
   rm -rf "$ck/ck-$1"
 }
 wait_for() { while [[ $(date +%s) -lt $deadline ]]; do [[ -f $ck/$1.done ]] && return 0; sleep 1; done; echo "  $1 not ready"; return 1; }
+
+# device_setup NAME [SECONDS]: the preamble of a device script after sourcing this file: step_logs
+# NAME, memory_dir, MLXB_NATIVE_PATH = the addon build-device.sh makes, and one deadline SECONDS
+# (default 570) from now for every wait, with left() printing the seconds to it. test_deps: the
+# vitest and runtime packages stage.sh --tests packed, unpacked unless already there.
+device_setup() {
+  step_logs "$1"
+  memory_dir
+  export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
+  deadline=$(($(date +%s) + ${2:-570}))
+}
+left() { echo $((deadline - $(date +%s))); }
+test_deps() { [[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz; return 0; }
