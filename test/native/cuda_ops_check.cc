@@ -7,6 +7,8 @@
 //   cuda_ops_check --sample   only the device sampling checks, then their timing
 //   cuda_ops_check --paged    only the paged attention checks, then their timing (--paged-bench: timing only,
 //                             --paged-check: checks only)
+//   cuda_ops_check --rows     only the few-row GEMM (matmul_rows.cu, MLXB_ROWS_GEMM=1) checks, then its
+//                             timings against cuBLASLt at the serving shapes
 //   cuda_ops_check --lt-sweep [M [--all]]   cuBLASLt candidates timed at M rows (default 32), Llama-3 8B / 1B
 //                                  shapes; --all: every configuration by algorithm id for the 8B products
 #include <algorithm>
@@ -934,6 +936,114 @@ void bench() {
   }
 }
 
+// ---------------------------------------------------------------- few-row GEMM (matmul_rows.cu)
+// Plain and gated (act(x gate^T) * (x up^T)) products of 9..32 rows against float64, and against
+// the cuBLASLt path (MLXB_ROWS_GEMM=0) within rounding.
+void check_rows_gemm(int64_t m, int64_t n, int64_t k, DType d, bool bias, const Activation* act) {
+  const int64_t f = act ? n / 2 : n;
+  Pair x = make({m, k}, d), w = make({n, k}, d, -0.1, 0.1), b = make({n}, d);
+  Tensor got = poisoned({m, f}, d), base = poisoned({m, f}, d);
+  auto run = [&](const char* on, Tensor& y) {
+    setenv("MLXB_ROWS_GEMM", on, 1);
+    if (act) ops::gated_matmul(x.dev, w.dev, bias ? &b.dev : nullptr, *act, y);
+    else ops::matmul(x.dev, w.dev, bias ? &b.dev : nullptr, y);
+  };
+  run("0", base);
+  run("1", got);
+  Vec ref(static_cast<size_t>(m * f));
+  auto dot = [&](int64_t i, int64_t j) {
+    double s = bias ? b.host[j] : 0.0;
+    for (int64_t kk = 0; kk < k; ++kk) s += x.host[i * k + kk] * w.host[j * k + kk];
+    return s;
+  };
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < f; ++j) {
+      if (!act) {
+        ref[i * f + j] = dot(i, j);
+        continue;
+      }
+      const double g = dot(i, j), u = dot(i, f + j);
+      const double a = *act == Activation::kSiLU ? g / (1 + std::exp(-g))
+                       : *act == Activation::kGeluExact ? 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)))
+                                                        : 0.5 * g * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+      ref[i * f + j] = a * u;
+    }
+  char name[160];
+  std::snprintf(name, sizeof name, "rows_gemm M=%ld N=%ld K=%ld %s%s%s", (long)m, (long)n, (long)k, dn(d), bias ? " +bias" : "",
+                act ? " gated" : "");
+  const Vec gv = to_vec(got);
+  report(name, nmse(gv, ref), act ? tol_for(d, 1e-4, 1e-5) : tol_for(d));
+  report(std::string(name) + " vs cuBLASLt path", nmse(gv, to_vec(base)), act ? tol_for(d, 1e-4, 1e-5) : tol_for(d));
+}
+
+void check_rows_cases() {
+  const DType B = DType::BF16, H = DType::F16;
+  const Activation silu = Activation::kSiLU, gelu = Activation::kGeluTanh;
+  for (int64_t m : {9, 16, 17, 24, 31, 32}) {
+    check_rows_gemm(m, 6144, 4096, B, false, nullptr);
+    check_rows_gemm(m, 300, 256, B, true, nullptr);
+    check_rows_gemm(m, 2 * 200, 384, B, false, &silu);
+  }
+  check_rows_gemm(32, 4096, 4096, B, false, nullptr);
+  check_rows_gemm(32, 4096, 14336, B, false, nullptr);
+  check_rows_gemm(32, 2 * 14336, 4096, B, false, &silu);
+  check_rows_gemm(13, 1000, 1024, H, true, nullptr);
+  check_rows_gemm(29, 2 * 1000, 2048, H, true, &gelu);
+  check_rows_gemm(32, 130, 128, B, false, nullptr);
+  for (const char* slice : {"128", "256", "512", "1024"}) {  // forced slices (several blocks per row tile, one)
+    setenv("MLXB_ROWS_SLICE", slice, 1);
+    check_rows_gemm(32, 4096, 4096, B, false, nullptr);
+    check_rows_gemm(20, 2 * 640, 1024, B, true, &silu);
+  }
+  unsetenv("MLXB_ROWS_SLICE");
+  setenv("MLXB_ROWS_STAGES", "8", 1);
+  check_rows_gemm(32, 6144, 4096, B, false, nullptr);
+  check_rows_gemm(11, 2 * 640, 1024, B, true, &silu);
+  unsetenv("MLXB_ROWS_STAGES");
+}
+
+// The serving shapes at m rows: cuBLASLt (MLXB_ROWS_GEMM=0) against the few-row GEMM at each
+// slice, weights rotated over 4 copies, 200 launches each (the few-row kernel is launched
+// programmatically, so consecutive launches overlap their weight requests as in a recorded step).
+void bench_rows(int64_t m) {
+  struct G { const char* name; int64_t n, k; bool gated; } gs[] = {
+      {"8B q/k/v", 6144, 4096, false}, {"8B o", 4096, 4096, false}, {"8B gate+up+act", 28672, 4096, true},
+      {"8B down", 4096, 14336, false}, {"1B q/k/v", 3072, 2048, false}, {"1B o", 2048, 2048, false},
+      {"1B gate+up+act", 16384, 2048, true}, {"1B down", 2048, 8192, false}};
+  for (auto& g : gs) {
+    std::vector<Tensor> ws;
+    const Tensor src = make({g.n * g.k}, DType::F32, -0.05, 0.05).dev;
+    for (int i = 0; i < 4; ++i) {
+      ws.push_back(Tensor::empty({g.n, g.k}, DType::BF16, Device::kCUDA));
+      ops::convert(src, ws.back());
+    }
+    Tensor x = make({m, g.k}, DType::BF16).dev, y = Tensor::empty({m, g.gated ? g.n / 2 : g.n}, DType::BF16, Device::kCUDA);
+    int it = 0;
+    auto once = [&] {
+      const Tensor& w = ws[static_cast<size_t>(it++ % 4)];
+      if (g.gated) ops::gated_matmul(x, w, nullptr, Activation::kSiLU, y);
+      else ops::matmul(x, w, nullptr, y);
+    };
+    const double gb = 2.0 * g.n * g.k / 1e9;
+    setenv("MLXB_ROWS_GEMM", "0", 1);
+    const double base = time_ms(once, 200) * 1e3;
+    std::printf("rows M=%ld %-16s cuBLASLt %7.1f us %6.0f GB/s |", (long)m, g.name, base, gb / (base * 1e-6));
+    setenv("MLXB_ROWS_GEMM", "1", 1);
+    for (const char* slice : {"", "128", "256", "512", "1024"}) {
+      if (*slice && g.k % std::atoi(slice) != 0) continue;
+      setenv("MLXB_ROWS_SLICE", slice, 1);
+      const double us = time_ms(once, 200) * 1e3;
+      std::printf(" %s %.1f", *slice ? slice : "default", us);
+    }
+    unsetenv("MLXB_ROWS_SLICE");
+    setenv("MLXB_ROWS_STAGES", "8", 1);
+    std::printf(" | 8 stages %.1f", time_ms(once, 200) * 1e3);
+    unsetenv("MLXB_ROWS_STAGES");
+    std::printf(" us\n");
+  }
+  setenv("MLXB_ROWS_GEMM", "0", 1);
+}
+
 // Every cuBLASLt candidate of the serving step's products at m rows (bf16, 4 weight copies); with
 // `all`, every configuration by algorithm id too, for the 8B products.
 void lt_sweep(int64_t m, bool all) {
@@ -1000,6 +1110,21 @@ int main(int argc, char** argv) {
       bench_paged(32, 128);
       bench_paged(32, 64);
       bench_paged(8, 128);
+    } catch (const Error& e) {
+      std::printf("FAIL exception: %s\n", e.what());
+      return 1;
+    }
+    return exit_status(failures);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--rows-bench") == 0) {  // the timings alone (profilers)
+    bench_rows(32);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--rows") == 0) {
+    try {
+      check_rows_cases();
+      bench_rows(32);
+      bench_rows(16);
     } catch (const Error& e) {
       std::printf("FAIL exception: %s\n", e.what());
       return 1;

@@ -8,6 +8,7 @@
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cublaslt.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/reduce.cuh"
 
 namespace mlxb::cuda {
@@ -199,8 +200,6 @@ static __global__ void bias_kernel(TY* y, const TB* bias, int64_t rows, int64_t 
     y[i] = from_f32<TY>(to_f32(y[i]) + to_f32(bias[i % n]));
 }
 
-constexpr int64_t kGemvMaxRows = 8;
-
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   for (auto [t, nm] : {std::pair{&x, "x"}, {&w, "w"}, {&y, "y"}}) {
     check_device(*t, "matmul", nm); check_float(*t, "matmul", nm); check_contiguous(*t, "matmul", nm);
@@ -224,6 +223,7 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
     MLXB_CUDA_LAUNCHED("matmul (gemv)");
     return;
   }
+  if (rows_gemm(x, w, bias, nullptr, y)) return;
   bool same = x.dtype() == w.dtype() && w.dtype() == y.dtype() && k > 0;
   if (same && cublaslt_matmul(x.data(), w.data(), y.data(), m, n, k, w.dtype(), stream())) {
     if (bias) {
@@ -298,6 +298,7 @@ static bool gated_rows(CudaBackend& be, const Tensor& x, const Tensor& w, const 
     if (t->device() != Device::kCUDA || !t->is_contiguous() || t->dtype() != out.dtype()) return false;
   if (out.dtype() != DType::BF16 && out.dtype() != DType::F16 && out.dtype() != DType::F32) return false;
   const int64_t m = out.numel() / f;
+  if (rows_gemm(x.reshape({m, k}), w, bias, &act, out)) return true;
   Tensor h = Tensor::empty({m, 2 * f}, out.dtype(), Device::kCUDA);
   be.matmul(x.reshape({m, k}), w, bias, h);
   MLXB_FLOAT_SWITCH(out.dtype(), T, {
