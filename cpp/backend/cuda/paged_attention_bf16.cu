@@ -37,6 +37,7 @@
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/paged_attention.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/smem_copy.cuh"
@@ -193,13 +194,6 @@ struct SplitLayout {
   static_assert(sizeof(float) * kSW * 4 * (D + 2) <= bytes, "merge area");
 };
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 // (a, b) as bf16 hi parts in one register (lower half = a), and the rounding remainders as lo.
 __device__ __forceinline__ void split2(float a, float b, uint32_t& hi, uint32_t& lo) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
@@ -416,8 +410,8 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel
       for (int np = 0; np < 2; ++np) {
         uint32_t b[4];
         ldmatrix_x4(b, ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma_bf16(s[2 * np], qa[kk][0], 0u, qa[kk][1], 0u, b[0], b[1]);
-        mma_bf16(s[2 * np + 1], qa[kk][0], 0u, qa[kk][1], 0u, b[2], b[3]);
+        mma16816<__nv_bfloat16>(s[2 * np], qa[kk][0], 0u, qa[kk][1], 0u, b[0], b[1]);
+        mma16816<__nv_bfloat16>(s[2 * np + 1], qa[kk][0], 0u, qa[kk][1], 0u, b[2], b[3]);
       }
     }
     // Row lane / 4's scores (elements 0, 1) in the log2 domain; keys past the piece masked.
@@ -466,10 +460,10 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split_kernel
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + dp * 16 + (lane >> 4) * 8);
-        mma_bf16(o[2 * dp], phi[2 * kk], 0u, phi[2 * kk + 1], 0u, b[0], b[1]);
-        mma_bf16(o[2 * dp + 1], phi[2 * kk], 0u, phi[2 * kk + 1], 0u, b[2], b[3]);
-        mma_bf16(o[2 * dp], plo[2 * kk], 0u, plo[2 * kk + 1], 0u, b[0], b[1]);
-        mma_bf16(o[2 * dp + 1], plo[2 * kk], 0u, plo[2 * kk + 1], 0u, b[2], b[3]);
+        mma16816<__nv_bfloat16>(o[2 * dp], phi[2 * kk], 0u, phi[2 * kk + 1], 0u, b[0], b[1]);
+        mma16816<__nv_bfloat16>(o[2 * dp + 1], phi[2 * kk], 0u, phi[2 * kk + 1], 0u, b[2], b[3]);
+        mma16816<__nv_bfloat16>(o[2 * dp], plo[2 * kk], 0u, plo[2 * kk + 1], 0u, b[0], b[1]);
+        mma16816<__nv_bfloat16>(o[2 * dp + 1], plo[2 * kk], 0u, plo[2 * kk + 1], 0u, b[2], b[3]);
       }
     }
     __syncwarp();  // every lane is done reading V: the next piece's V may come in
@@ -733,8 +727,8 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
           uint32_t b[4];
           ldmatrix_x4_at(b, ring + 2 * h * kSlot + k_off + kk * 32);
           float(&s)[2][4] = (kk & 1) ? sb : sa;
-          mma_bf16(s[0], qa[kk][0], 0u, qa[kk][1], 0u, b[0], b[1]);
-          mma_bf16(s[1], qa[kk][0], 0u, qa[kk][1], 0u, b[2], b[3]);
+          mma16816<__nv_bfloat16>(s[0], qa[kk][0], 0u, qa[kk][1], 0u, b[0], b[1]);
+          mma16816<__nv_bfloat16>(s[1], qa[kk][0], 0u, qa[kk][1], 0u, b[2], b[3]);
         }
       }
       __syncwarp();  // every lane is done reading K: the next chunk's K may come in
@@ -790,8 +784,8 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
         for (int dp = 0; dp < DT; ++dp) {
           uint32_t av[4];
           ldmatrix_x4_trans_at(av, ring + (2 * h + 1) * kSlot + v_off + dp * 32);
-          mma_bf16(o[dp], av[0], av[1], av[2], av[3], phi[0], phi[1]);
-          mma_bf16(o[dp], av[0], av[1], av[2], av[3], plo[0], plo[1]);
+          mma16816<__nv_bfloat16>(o[dp], av[0], av[1], av[2], av[3], phi[0], phi[1]);
+          mma16816<__nv_bfloat16>(o[dp], av[0], av[1], av[2], av[3], plo[0], plo[1]);
         }
       }
       __syncwarp();  // every lane is done reading V: the next chunk's V may come in
