@@ -9,6 +9,8 @@
 //                             --paged-check: checks only)
 //   cuda_ops_check --rows     only the few-row GEMM (matmul_rows.cu, MLXB_ROWS_GEMM=1) checks, then its
 //                             timings against cuBLASLt at the serving shapes
+//   cuda_ops_check --stream-probe   streaming rates of register loads, cp.async rings and tensor
+//                             copies (stream_probe.cu)
 //   cuda_ops_check --lt-sweep [M [--all]]   cuBLASLt candidates timed at M rows (default 32), Llama-3 8B / 1B
 //                                  shapes; --all: every configuration by algorithm id for the 8B products
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "backend/cuda/cublaslt_sweep.h"
+#include "backend/cuda/stream_probe.h"
 #include "ops/ops.h"
 
 #include "check.h"
@@ -1115,6 +1118,15 @@ int main(int argc, char** argv) {
       return 1;
     }
     return exit_status(failures);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--stream-probe") == 0) {
+    try {
+      cuda::stream_probe();
+    } catch (const Error& e) {
+      std::printf("FAIL exception: %s\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--rows-bench") == 0) {  // the timings alone (profilers)
     bench_rows(32);

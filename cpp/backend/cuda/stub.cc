@@ -1,5 +1,6 @@
 // The CUDA backend of a build without nvcc: every use says so.
 #include "backend/cuda/cublaslt_sweep.h"
+#include "backend/cuda/stream_probe.h"
 #include "ops/backends.h"
 
 namespace mlxb {
@@ -17,5 +18,6 @@ namespace mlxb::cuda {
 void cublaslt_sweep(int64_t, int64_t, int64_t, DType, const void*, const void* const*, int, void*, int, int, bool) {
   fail(ErrorCode::kNotBuilt, "this build has no CUDA backend");
 }
+void stream_probe() { fail(ErrorCode::kNotBuilt, "this build has no CUDA backend"); }
 
 }  // namespace mlxb::cuda
