@@ -993,16 +993,12 @@ void check_rows_cases() {
   check_rows_gemm(13, 1000, 1024, H, true, nullptr);
   check_rows_gemm(29, 2 * 1000, 2048, H, true, &gelu);
   check_rows_gemm(32, 130, 128, B, false, nullptr);
-  for (const char* slice : {"128", "256", "512", "1024"}) {  // forced slices (several blocks per row tile, one)
-    setenv("MLXB_ROWS_SLICE", slice, 1);
+  for (const char* slices : {"1", "3", "7", "64"}) {  // forced K slices (uneven ones, one stage each)
+    setenv("MLXB_ROWS_SLICES", slices, 1);
     check_rows_gemm(32, 4096, 4096, B, false, nullptr);
     check_rows_gemm(20, 2 * 640, 1024, B, true, &silu);
   }
-  unsetenv("MLXB_ROWS_SLICE");
-  setenv("MLXB_ROWS_STAGES", "8", 1);
-  check_rows_gemm(32, 6144, 4096, B, false, nullptr);
-  check_rows_gemm(11, 2 * 640, 1024, B, true, &silu);
-  unsetenv("MLXB_ROWS_STAGES");
+  unsetenv("MLXB_ROWS_SLICES");
 }
 
 // The serving shapes at m rows: cuBLASLt (MLXB_ROWS_GEMM=0) against the few-row GEMM at each
@@ -1032,17 +1028,13 @@ void bench_rows(int64_t m) {
     const double base = time_ms(once, 200) * 1e3;
     std::printf("rows M=%ld %-16s cuBLASLt %7.1f us %6.0f GB/s |", (long)m, g.name, base, gb / (base * 1e-6));
     setenv("MLXB_ROWS_GEMM", "1", 1);
-    for (const char* slice : {"", "128", "256", "512", "1024"}) {
-      if (*slice && g.k % std::atoi(slice) != 0) continue;
-      setenv("MLXB_ROWS_SLICE", slice, 1);
+    for (const char* slices : {"", "1", "2", "4", "8", "11"}) {
+      setenv("MLXB_ROWS_SLICES", slices, 1);
       const double us = time_ms(once, 200) * 1e3;
-      std::printf(" %s %.1f", *slice ? slice : "default", us);
+      std::printf(" %s %.1f", *slices ? slices : "default", us);
     }
-    unsetenv("MLXB_ROWS_SLICE");
-    setenv("MLXB_ROWS_STAGES", "8", 1);
-    std::printf(" | 8 stages %.1f", time_ms(once, 200) * 1e3);
-    unsetenv("MLXB_ROWS_STAGES");
-    std::printf(" us\n");
+    unsetenv("MLXB_ROWS_SLICES");
+    std::printf(" us (by K slices)\n");
   }
   setenv("MLXB_ROWS_GEMM", "0", 1);
 }

@@ -1,23 +1,28 @@
 // y[M, N] = x[M, K] · w[N, K]^T for 9..32 rows of x (the batched decode step's projections):
 // 16-bit x, w and y, float32 accumulation, on the tensor cores, launched programmatically (the
 // weights are requested before the kernel waits for the one that writes x; cuBLASLt's kernels
-// cannot be launched so, see scripts/cuda/NOTES.md). Opt-in (MLXB_ROWS_GEMM=1): on the H200 it is
-// ~2x slower than cuBLASLt at the 8B / 1B serving shapes (NOTES.md, "A few-row GEMM that waits").
+// cannot be launched so, see scripts/cuda/NOTES.md). Opt-in (MLXB_ROWS_GEMM=1), sm_90+: on the
+// H200 it is still slower than cuBLASLt at the 8B serving shapes (NOTES.md, stop 19).
+//
+// Loads: 2-D tensor copies (TMA, 128-byte swizzle) of 64-value boxes: per stage two boxes of 64
+// weight rows and one of the 32 rows of x (rows past M are zeros), completing on one mbarrier,
+// a ring of kStages stages; one thread issues them (stream_probe.cu: this form streams ~30 GB/s
+// per SM with one block of 4 warps, where 16-byte cp.async of short row pieces managed 13).
 //
 // Roles: weight rows are the mma M dimension (two 16-row tiles per warp), rows of x the N
-// dimension (up to four 8-row tiles). Per 32-value chunk c of K, lane (g, t) loads 16 bytes of
-// weight rows g, g + 8, g + 16, g + 24 at k = 32c + 8t .. +8; the mma of k-step 0 takes words 0, 1
-// of those loads as its A fragment and words 0, 1 of row g of x at the same k as its B fragment,
-// k-step 1 words 2, 3. A and B see one permutation of k inside a chunk, so the products and the
-// sums are those of the plain order (the permutation only moves which k a lane holds).
+// dimension (up to four 8-row tiles). Lane (g, t) reads, per 32-value half kc of a stage, the
+// 16-byte chunk 4kc + t of a weight row and of an x row; words 0, 1 of those reads are the A and B
+// fragments of one k-step and words 2, 3 of the next. A and B see one permutation of k, so the
+// sums are the plain ones. Fragment row g stands for box row sigma(g) = (g >> 1) | ((g & 1) << 2)
+// of its 8-row group: the swizzle puts chunk c of box row r at c ^ (r & 7), and with sigma the two
+// rows a quarter-warp reads fall on opposite halves of the banks.
 //
-// A block is 4 warps along N (128 weight rows) x 2 warps along K; K is also cut into slices over
-// blocks (grid.y). Each block stages its slice of x in shared memory once; each warp streams its
-// weight rows through its own cp.async ring in shared memory (kStages chunks). The two K warps add in
-// shared memory (fixed order); with several slices the blocks write float32 partials and the last
-// block of a row tile (sync counters) adds them in slice order, so the result does not depend on
-// timing. Gated form: [gate; up] weights [2F, K], a warp's two tiles are 16 gate rows and the same
-// 16 up rows, and the output [M, F] is act(round(gate)) * round(up), as matmul then gated_act.
+// A block is 4 warps, 128 weight rows (gated: 64 gate rows and the same 64 up rows, 64 outputs);
+// K is cut into grid.y slices of whole stages (as even as possible). Slices write float32 partials
+// and the last block of a row tile (sync counters) adds them in slice order, so the result does
+// not depend on timing. Gated form: [gate; up] weights [2F, K], output [M, F] =
+// act(round(gate)) * round(up), as matmul then gated_act.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <type_traits>
@@ -27,37 +32,28 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/mma.cuh"
-#include "backend/cuda/smem_copy.cuh"
+#include "backend/cuda/tma.cuh"
 
 namespace mlxb::cuda {
 
 namespace {
 
-constexpr int kRowWarps = 4, kKWarps = 2, kThreads = 32 * kRowWarps * kKWarps;
-constexpr int kBlockRows = 32 * kRowWarps;  // weight rows per block
-constexpr int kSliceUnit = 128;             // K of a slice is a multiple of this
-constexpr int kMaxSlice = 1024;
-constexpr int kPad = 32;  // staged x row = slice + 64 bytes: rows g and g + 1 fall on other banks
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kBlockRows = 128;  // weight rows per block
+constexpr int kStageK = 64;      // values of K per stage (one 128-byte box row)
+constexpr int kBoxRows = 64;     // weight rows per box
+constexpr int kWBox = kBoxRows * kStageK * 2, kXBox = 32 * kStageK * 2;
+constexpr int kStageBytes = 2 * kWBox + kXBox;  // 20 KB, a multiple of 1 KB (swizzle alignment)
+constexpr int kStages = 4;
+constexpr size_t kSmemBytes = static_cast<size_t>(kStages) * kStageBytes + kStages * sizeof(uint64_t) + 1024;
 
 struct RowsArgs {
-  const void* x;
-  const void* w;
   const void* bias;  // [N] in w's dtype, or null
   void* y;
   float* part;    // [slices, M, N] partials (slices > 1)
   int* counters;  // one per row tile (slices > 1)
   int m, n, k;    // n: weight rows (2F when gated)
-  int slice;      // K per block
 };
-
-// Shared memory: the staged x (later the K warps' reduction), then the warps' weight rings.
-__host__ __device__ constexpr size_t x_bytes(int nt, int slice) {
-  return sizeof(uint16_t) * 8 * nt * (slice + kPad) > sizeof(float) * kRowWarps * 32 * 2 * nt * 4
-             ? sizeof(uint16_t) * 8 * nt * (slice + kPad)
-             : sizeof(float) * kRowWarps * 32 * 2 * nt * 4;
-}
-constexpr size_t ring_bytes(int stages) { return 16 * 4 * 32 * stages * (kThreads / 32); }
-size_t smem_bytes(int nt, int slice, int stages) { return x_bytes(nt, slice) + ring_bytes(stages); }
 
 template <typename T>
 __device__ __forceinline__ float rounded(float v, const T* bias, int64_t n) {
@@ -65,65 +61,54 @@ __device__ __forceinline__ float rounded(float v, const T* bias, int64_t n) {
   return bias ? to_f32(from_f32<T>(r + to_f32(bias[n]))) : r;
 }
 
-// Weight row of fragment row r (0..31) of warp tile `wt` (32 rows); rows past the end are clamped
-// (their results are never stored).
-template <bool kGated>
-__device__ __forceinline__ int64_t weight_row(const RowsArgs& a, int64_t wt, int r) {
-  if constexpr (kGated) {
-    const int f = a.n / 2;
-    const int64_t j = min(wt * 16 + (r & 15), static_cast<int64_t>(f - 1));
-    return r < 16 ? j : f + j;
-  } else {
-    return min(wt * 32 + r, static_cast<int64_t>(a.n - 1));
-  }
-}
+__device__ __forceinline__ int sigma(int g) { return (g >> 1) | ((g & 1) << 2); }
 
-template <typename T, int NT, int kStages, bool kGated, Activation A>
-__global__ void __launch_bounds__(kThreads, 2) rows_gemm_kernel(RowsArgs a) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* xs = reinterpret_cast<T*>(smem_raw);
+template <typename T, int NT, bool kGated, Activation A>
+__global__ void __launch_bounds__(kThreads) rows_gemm_kernel(const __grid_constant__ CUtensorMap wmap,
+                                                             const __grid_constant__ CUtensorMap xmap, RowsArgs a) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int rw = warp % kRowWarps, kw = warp / kRowWarps;
+  const int g = lane >> 2, t = lane & 3, sg = sigma(g);
   const int slices = gridDim.y, split = blockIdx.y;
-  const int64_t wt = static_cast<int64_t>(blockIdx.x) * kRowWarps + rw;  // the warp's 32-row tile
-  const int xstride = a.slice + kPad, half = a.slice / kKWarps, chunks = half / 32;
-  const int64_t k0 = static_cast<int64_t>(split) * a.slice + kw * half;
-  grid_dependents_may_launch();
-
-  // Each warp streams its weights through a private ring of kStages chunks in shared memory
-  // (cp.async; a lane copies its four 16-byte pieces and later reads back exactly those, so no
-  // barrier is needed), kStages - 1 chunks in flight while one is used.
-  const T* w = static_cast<const T*>(a.w);
-  const T* wr[4];
-#pragma unroll
-  for (int r = 0; r < 4; ++r) wr[r] = w + weight_row<kGated>(a, wt, g + 8 * r) * a.k + k0 + 8 * t;
-  uint4* ring = reinterpret_cast<uint4*>(smem_raw + x_bytes(NT, a.slice)) + warp * (kStages * 4 * 32) + lane;
-  auto issue = [&](int c) {  // chunk c into its stage; always commits (an empty group past the end)
-    if (c < chunks) {
-      uint4* st = ring + (c % kStages) * (4 * 32);
-#pragma unroll
-      for (int r = 0; r < 4; ++r) cp_async16(st + r * 32, wr[r] + c * 32, 16);
-    }
-    cp_async_commit();
+  const int total = a.k / kStageK;
+  const int st0 = static_cast<int>(static_cast<int64_t>(total) * split / slices);
+  const int nst = static_cast<int>(static_cast<int64_t>(total) * (split + 1) / slices) - st0;
+  const int f = a.n / 2;
+  // Box row coordinates: non-gated, rows tile*128 and +64; gated, gate rows tile*64 and up rows F + tile*64.
+  const int row_a = kGated ? blockIdx.x * 64 : blockIdx.x * kBlockRows;
+  const int row_b = kGated ? f + blockIdx.x * 64 : row_a + kBoxRows;
+  auto issue_w = [&](int s) {  // expects the whole stage (weights and x)
+    unsigned char* st = smem + (s % kStages) * kStageBytes;
+    const int k0 = (st0 + s) * kStageK;
+    mbar_expect(full + s % kStages, kStageBytes);
+    tma_2d(st, &wmap, k0, row_a, full + s % kStages);
+    tma_2d(st + kWBox, &wmap, k0, row_b, full + s % kStages);
   };
-#pragma unroll
-  for (int c = 0; c < kStages - 1; ++c) issue(c);  // weights never change: requested before the wait
-  grid_dependency_wait();
-
-  {  // this block's slice of x, rows past M as zeros
-    const T* x = static_cast<const T*>(a.x) + static_cast<int64_t>(split) * a.slice;
-    const int vecs = a.slice / 8;
-    for (int i = threadIdx.x; i < 8 * NT * vecs; i += kThreads) {
-      const int r = i / vecs, v = i - r * vecs;
-      const bool in = r < a.m;
-      cp_async16(xs + r * xstride + v * 8, x + static_cast<int64_t>(in ? r : 0) * a.k + v * 8, in ? 16 : 0);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
+  auto issue_x = [&](int s) {
+    tma_2d(smem + (s % kStages) * kStageBytes + 2 * kWBox, &xmap, (st0 + s) * kStageK, 0, full + s % kStages);
+  };
+  grid_dependents_may_launch();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(full + s, 1);
+    mbar_init_fence();
+    for (int s = 0; s < kStages && s < nst; ++s) issue_w(s);  // weights never change: before the wait
   }
+  grid_dependency_wait();
+  if (threadIdx.x == 0)
+    for (int s = 0; s < kStages && s < nst; ++s) issue_x(s);
+  __syncthreads();  // the barriers are initialised before anyone waits on them
 
+  // Fragment rows of tile i, half h: box (gated ? i : warp / 2), row (gated ? 16 warp : 32 (warp & 1) + 16 i) + 8h + sigma(g).
+  int woff[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int box = kGated ? i : warp >> 1, row = (kGated ? 16 * warp : 32 * (warp & 1) + 16 * i) + 8 * h + sg;
+      woff[i][h] = box * kWBox + row * 128;
+    }
   float acc[2][NT][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -131,78 +116,66 @@ __global__ void __launch_bounds__(kThreads, 2) rows_gemm_kernel(RowsArgs a) {
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-  const T* xw = xs + g * xstride + kw * half + 8 * t;
-  for (int c = 0; c < chunks; ++c) {
-    cp_async_wait<kStages - 2>();  // chunk c has landed (this lane's copies)
-    const uint4* st = ring + (c % kStages) * (4 * 32);
-    uint4 buf[4];
+  for (int s = 0; s < nst; ++s) {
+    mbar_wait(full + s % kStages, static_cast<uint32_t>((s / kStages) & 1));
+    const unsigned char* st = smem + (s % kStages) * kStageBytes;
 #pragma unroll
-    for (int r = 0; r < 4; ++r) buf[r] = st[r * 32];
-    issue(c + kStages - 1);  // into the stage chunk c - 1 used
+    for (int kc = 0; kc < 2; ++kc) {
+      const int chunk = ((4 * kc + t) ^ sg) * 16;
+      uint4 wv[2][2];
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const uint4 xv = *reinterpret_cast<const uint4*>(xw + j * 8 * xstride + c * 32);
+      for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint4 lo = buf[2 * i], hi = buf[2 * i + 1];
-        const uint32_t s0[4] = {lo.x, hi.x, lo.y, hi.y}, s1[4] = {lo.z, hi.z, lo.w, hi.w};
-        mma16816<T>(acc[i][j], s0, xv.x, xv.y);
-        mma16816<T>(acc[i][j], s1, xv.z, xv.w);
+        for (int h = 0; h < 2; ++h) wv[i][h] = *reinterpret_cast<const uint4*>(st + woff[i][h] + chunk);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const uint4 xv = *reinterpret_cast<const uint4*>(st + 2 * kWBox + (j * 8 + sg) * 128 + chunk);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const uint4 lo = wv[i][0], hi = wv[i][1];
+          mma16816<T>(acc[i][j], lo.x, hi.x, lo.y, hi.y, xv.x, xv.y);
+          mma16816<T>(acc[i][j], lo.z, hi.z, lo.w, hi.w, xv.z, xv.w);
+        }
       }
+    }
+    __syncthreads();  // every warp is done with this slot
+    if (threadIdx.x == 0 && s + kStages < nst) {
+      fence_proxy_async();
+      issue_w(s + kStages);
+      issue_x(s + kStages);
     }
   }
 
-  // The second K warp of each row tile hands its sums to the first (fixed order: kw 0 + kw 1).
-  __syncthreads();  // every warp is done with the staged x
-  float* red = reinterpret_cast<float*>(smem_raw) + (rw * 32 + lane) * (2 * NT * 4);
-  if (kw == 1) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) red[(i * NT + j) * 4 + e] = acc[i][j][e];
-  }
-  __syncthreads();
   const T* bias = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
-  const int f = a.n / 2;
-  if (kw == 0) {
+  // Fragment (i, j, e): weight fragment row g (+ 8 for e >= 2), x fragment column 2t (+ 1 for odd e).
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+  for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] += red[(i * NT + j) * 4 + e];
-    // Fragment (i, j, e): weight row of tile i at g (+ 8 for e >= 2), x row j * 8 + 2t (+ 1 for odd e).
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int m = j * 8 + 2 * t + (e & 1), r = g + (e >> 1) * 8;
-        if (m >= a.m) continue;
+    for (int e = 0; e < 4; ++e) {
+      const int m = j * 8 + sigma(2 * t + (e & 1)), r = 8 * (e >> 1) + sg;
+      if (m >= a.m) continue;
+      if constexpr (kGated) {
+        const int64_t n = static_cast<int64_t>(blockIdx.x) * 64 + 16 * warp + r;
+        if (n >= f) continue;
         if (slices > 1) {
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const int64_t n = kGated ? (i == 0 ? wt * 16 + r : f + wt * 16 + r) : wt * 32 + i * 16 + r;
-            if ((kGated && wt * 16 + r < f) || (!kGated && n < a.n))
-              a.part[(static_cast<int64_t>(split) * a.m + m) * a.n + n] = acc[i][j][e];
-          }
-        } else if constexpr (kGated) {
-          const int64_t n = wt * 16 + r;
-          if (n < f) {
-            const float gv = rounded(acc[0][j][e], bias, n), uv = rounded(acc[1][j][e], bias, f + n);
-            y[static_cast<int64_t>(m) * f + n] = from_f32<T>(activate<A>(gv) * uv);
-          }
+          float* p = a.part + (static_cast<int64_t>(split) * a.m + m) * a.n;
+          p[n] = acc[0][j][e];
+          p[f + n] = acc[1][j][e];
         } else {
+          const float gv = rounded(acc[0][j][e], bias, n), uv = rounded(acc[1][j][e], bias, f + n);
+          y[static_cast<int64_t>(m) * f + n] = from_f32<T>(activate<A>(gv) * uv);
+        }
+      } else {
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const int64_t n = wt * 32 + i * 16 + r;
-            if (n < a.n) y[static_cast<int64_t>(m) * a.n + n] = from_f32<T>(rounded(acc[i][j][e], bias, n));
-          }
+        for (int i = 0; i < 2; ++i) {
+          const int64_t n = static_cast<int64_t>(blockIdx.x) * kBlockRows + 32 * warp + 16 * i + r;
+          if (n >= a.n) continue;
+          if (slices > 1) a.part[(static_cast<int64_t>(split) * a.m + m) * a.n + n] = acc[i][j][e];
+          else y[static_cast<int64_t>(m) * a.n + n] = from_f32<T>(rounded(acc[i][j][e], bias, n));
         }
       }
-  }
+    }
   if (slices == 1) return;
 
   // Several slices: the last block of this row tile adds every slice's partial, in slice order.
@@ -220,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 2) rows_gemm_kernel(RowsArgs a) {
   // kQ outputs per thread at a time and kS slices per round, every load of a round issued before
   // the first add (the sums stay in slice order).
   constexpr int kQ = 4, kS = kGated ? 2 : 4, kL = kGated ? 2 : 1;
-  const int cols = kGated ? kBlockRows / 2 : kBlockRows;  // outputs per x row in this tile
+  const int cols = kGated ? 64 : kBlockRows;  // outputs per x row in this tile
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * cols, n_out = kGated ? f : a.n;
   const int64_t slice_stride = static_cast<int64_t>(a.m) * a.n;
   for (int base = threadIdx.x; base < a.m * cols; base += kThreads * kQ) {
@@ -274,39 +247,35 @@ int env_int(const char* name, int fallback) {
   return v && *v ? std::atoi(v) : fallback;
 }
 
-// K per block: MLXB_ROWS_SLICE when it divides K (a multiple of 128, at most 1024), else the
-// largest such divisor of K that still gives >= one block per SM; 0 when K has none.
-int pick_slice(int64_t tiles, int64_t k) {
-  const int forced = env_int("MLXB_ROWS_SLICE", 0);
-  if (forced > 0 && forced % kSliceUnit == 0 && forced <= kMaxSlice && k % forced == 0) return forced;
-  int best = 0;
-  for (int s = kMaxSlice; s >= kSliceUnit; s -= kSliceUnit) {
-    if (k % s != 0) continue;
-    best = s;
-    if (tiles * (k / s) >= sm_count()) break;
-  }
-  return best;
+// Slices of K: MLXB_ROWS_SLICES when set (1..64, at most one per stage), else the smallest power
+// of two that gives >= 0.9 blocks per SM, as long as a slice keeps >= 512 values of K. (Fitted
+// to the stop-19 timings in scripts/cuda/NOTES.md: one block streams an SM's full rate, and each
+// extra slice costs partial traffic and a ticket.)
+int pick_slices(int64_t tiles, int64_t k) {
+  const int64_t stages = k / kStageK;
+  const int forced = env_int("MLXB_ROWS_SLICES", 0);
+  if (forced > 0) return static_cast<int>(std::min<int64_t>({forced, 64, stages}));
+  int s = 1;
+  while (10 * tiles * s < 9 * static_cast<int64_t>(sm_count()) && k / (2 * s) >= 512 && 2 * s <= stages) s *= 2;
+  return s;
 }
 
-template <typename T, int NT, int S, bool kGated, Activation A>
-void launch(const RowsArgs& a, int64_t tiles, int slices) {
-  const size_t bytes = smem_bytes(NT, a.slice, S);
+template <typename T, int NT, bool kGated, Activation A>
+void launch(const CUtensorMap& wmap, const CUtensorMap& xmap, const RowsArgs& a, int64_t tiles, int slices) {
   static bool configured = false;  // the attribute is per instantiation and process-wide
   if (!configured) {
-    MLXB_CUDA_OK(cudaFuncSetAttribute(rows_gemm_kernel<T, NT, S, kGated, A>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem_bytes(NT, kMaxSlice, S))));
+    MLXB_CUDA_OK(cudaFuncSetAttribute(rows_gemm_kernel<T, NT, kGated, A>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kSmemBytes)));
     configured = true;
   }
-  launch_kernel(rows_gemm_kernel<T, NT, S, kGated, A>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), dim3(kThreads),
-                bytes, programmatic_launch(), a);
+  launch_kernel(rows_gemm_kernel<T, NT, kGated, A>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), dim3(kThreads),
+                kSmemBytes, programmatic_launch(), wmap, xmap, a);
 }
 
-// MLXB_ROWS_STAGES=8: rings of 8 chunks per warp instead of 4 (one block per SM).
 template <typename T, bool kGated, Activation A>
-void launch_nt(const RowsArgs& a, int64_t tiles, int slices) {
-  const bool deep = env_int("MLXB_ROWS_STAGES", 4) == 8;
-  if (a.m <= 16) deep ? launch<T, 2, 8, kGated, A>(a, tiles, slices) : launch<T, 2, 4, kGated, A>(a, tiles, slices);
-  else deep ? launch<T, 4, 8, kGated, A>(a, tiles, slices) : launch<T, 4, 4, kGated, A>(a, tiles, slices);
+void launch_nt(const CUtensorMap& wmap, const CUtensorMap& xmap, const RowsArgs& a, int64_t tiles, int slices) {
+  if (a.m <= 16) launch<T, 2, kGated, A>(wmap, xmap, a, tiles, slices);
+  else launch<T, 4, kGated, A>(wmap, xmap, a, tiles, slices);
 }
 
 bool rows_enabled() { return env_int("MLXB_ROWS_GEMM", 0) != 0; }  // read per call (the checks switch it)
@@ -314,32 +283,31 @@ bool rows_enabled() { return env_int("MLXB_ROWS_GEMM", 0) != 0; }  // read per c
 }  // namespace
 
 bool rows_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Activation* act, Tensor& y) {
-  if (!rows_enabled() || compute_major() < 8) return false;
+  if (!rows_enabled() || compute_major() < 9) return false;
   const DType d = x.dtype();
   if ((d != DType::BF16 && d != DType::F16) || w.dtype() != d || y.dtype() != d || (bias && bias->dtype() != d)) return false;
   if (w.ndim() != 2 || !x.is_contiguous() || !w.is_contiguous() || !y.is_contiguous() || (bias && !bias->is_contiguous())) return false;
   const int64_t n = w.dim(0), k = w.dim(1);
-  if (k == 0 || x.numel() % k != 0) return false;
+  if (k == 0 || k % kStageK != 0 || x.numel() % k != 0) return false;
   const int64_t m = x.numel() / k;
   const int64_t n_out = act ? n / 2 : n;
   if (m <= kGemvMaxRows || m > kRowsGemmMax || (act && n % 2 != 0) || y.numel() != m * n_out || (bias && bias->numel() != n)) return false;
   if (n > INT32_MAX / 2 || k > INT32_MAX / 2 || n * k > (int64_t{1} << 28)) return false;  // not the LM head
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &y})
     if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
-  const int64_t tiles = ceil_div(act ? n_out : n, act ? kBlockRows / 2 : kBlockRows);
-  const int slice = pick_slice(tiles, k);
-  if (slice == 0) return false;
-  const int slices = static_cast<int>(k / slice);
-  if (slices > 65535 || (slices > 1 && tiles > kSyncCounters)) return false;
+  const int64_t tiles = ceil_div(n_out, act ? 64 : kBlockRows);
+  const int slices = pick_slices(tiles, k);
+  if (slices > 1 && tiles > kSyncCounters) return false;
+  CUtensorMap wmap, xmap;
+  if (!encode_tma_2d(&wmap, w.data(), d == DType::BF16, n, k, k, kBoxRows, kStageK) ||
+      !encode_tma_2d(&xmap, x.data(), d == DType::BF16, m, k, k, 32, kStageK))
+    return false;
   RowsArgs a{};
-  a.x = x.data();
-  a.w = w.data();
   a.bias = bias ? bias->data() : nullptr;
   a.y = y.data();
   a.m = static_cast<int>(m);
   a.n = static_cast<int>(n);
   a.k = static_cast<int>(k);
-  a.slice = slice;
   std::unique_ptr<Scratch> part;
   if (slices > 1) {
     part = std::make_unique<Scratch>(static_cast<int64_t>(slices) * m * n * static_cast<int64_t>(sizeof(float)), "the few-row GEMM partials");
@@ -348,10 +316,10 @@ bool rows_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Activ
   }
   MLXB_FLOAT_SWITCH(d, T, {
     if constexpr (!std::is_same_v<T, float>) {
-      if (!act) launch_nt<T, false, Activation::kSiLU>(a, tiles, slices);
-      else if (*act == Activation::kSiLU) launch_nt<T, true, Activation::kSiLU>(a, tiles, slices);
-      else if (*act == Activation::kGeluExact) launch_nt<T, true, Activation::kGeluExact>(a, tiles, slices);
-      else launch_nt<T, true, Activation::kGeluTanh>(a, tiles, slices);
+      if (!act) launch_nt<T, false, Activation::kSiLU>(wmap, xmap, a, tiles, slices);
+      else if (*act == Activation::kSiLU) launch_nt<T, true, Activation::kSiLU>(wmap, xmap, a, tiles, slices);
+      else if (*act == Activation::kGeluExact) launch_nt<T, true, Activation::kGeluExact>(wmap, xmap, a, tiles, slices);
+      else launch_nt<T, true, Activation::kGeluTanh>(wmap, xmap, a, tiles, slices);
     }
   });
   MLXB_CUDA_LAUNCHED("matmul (few rows)");

@@ -16,6 +16,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/smem_copy.cuh"
 #include "backend/cuda/stream_probe.h"
+#include "backend/cuda/tma.cuh"
 
 namespace mlxb::cuda {
 
@@ -68,32 +69,6 @@ __global__ void probe_cpasync(const uint16_t* __restrict__ m, int64_t rows, int6
   if (acc == 0x9e3779b9u) sink[0] = acc;
 }
 
-// Tensor copies and mbarrier transactions are sm_90+; the other targets compile them out (the
-// host side never launches the TMA probe there).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define MLXB_PROBE_SM90(...)
-#else
-#define MLXB_PROBE_SM90(...) __VA_ARGS__
-#endif
-__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
-  MLXB_PROBE_SM90(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count)));
-}
-__device__ __forceinline__ void mbar_expect(uint64_t* b, uint32_t bytes) {
-  MLXB_PROBE_SM90(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory"));
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* b, uint32_t parity) {
-  MLXB_PROBE_SM90(asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}\n" ::"r"(smem_addr(b)),
-      "r"(parity)
-      : "memory"));
-}
-__device__ __forceinline__ void tma_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-  MLXB_PROBE_SM90(asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
-      : "memory"));
-}
-
 constexpr int kBoxCols = 64, kBoxRows = 128, kBoxBytes = kBoxCols * kBoxRows * 2;
 
 // Block b takes the boxes b, b + grid, ... of the matrix in (row band, column) order.
@@ -113,7 +88,7 @@ __global__ void probe_tma(const __grid_constant__ CUtensorMap map, int64_t rows,
   };
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) mbar_init(full + s, 1);
-    MLXB_PROBE_SM90(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
+    mbar_init_fence();
   }
   __syncthreads();
   if (threadIdx.x == 0)
@@ -127,10 +102,6 @@ __global__ void probe_tma(const __grid_constant__ CUtensorMap map, int64_t rows,
   }
   if (acc == 0x9e3779b9u) sink[0] = acc;
 }
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
-                                 const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 double time_launches(const std::function<void()>& f, int iters) {
   cudaEvent_t a, b;
@@ -179,22 +150,9 @@ void stream_probe() {
       }
     }
   }
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  if (compute_major() < 9 || cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      !fn) {
-    std::printf("stream tma: not available here\n");
-    return;
-  }
   CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols * 2)};
-  const cuuint32_t box[2] = {kBoxCols, kBoxRows}, estr[2] = {1, 1};
-  const CUresult r = reinterpret_cast<EncodeTiled>(fn)(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, m.p, dims, strides, box, estr,
-                                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::printf("stream tma: cuTensorMapEncodeTiled failed (%d)\n", static_cast<int>(r));
+  if (compute_major() < 9 || !encode_tma_2d(&map, m.p, true, rows, cols, cols, kBoxRows, kBoxCols)) {
+    std::printf("stream tma: not available here\n");
     return;
   }
   for (int per_sm : {1, 2}) {

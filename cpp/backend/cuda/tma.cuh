@@ -1,0 +1,50 @@
+// Tensor-memory-access helpers (sm_90+): mbarrier transactions and 2-D tensor copies into shared
+// memory, and the host side that encodes a tensor map (cuTensorMapEncodeTiled, reached through
+// the runtime's driver entry point, so nothing links libcuda). Other targets compile the device
+// helpers out; callers check compute_major() >= 9 before launching kernels that use them.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "backend/cuda/smem_copy.cuh"
+
+namespace mlxb::cuda {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define MLXB_SM90(...)
+#else
+#define MLXB_SM90(...) __VA_ARGS__
+#endif
+
+__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
+  MLXB_SM90(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count)));
+}
+__device__ __forceinline__ void mbar_init_fence() {
+  MLXB_SM90(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
+}
+// Orders this thread's earlier shared-memory accesses before later tensor copies into them.
+__device__ __forceinline__ void fence_proxy_async() { MLXB_SM90(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory")); }
+__device__ __forceinline__ void mbar_expect(uint64_t* b, uint32_t bytes) {
+  MLXB_SM90(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory"));
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* b, uint32_t parity) {
+  MLXB_SM90(asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}\n" ::"r"(smem_addr(b)),
+      "r"(parity)
+      : "memory"));
+}
+// Box (c0 = innermost coordinate, c1) of `map` into dst, completing `bytes` on bar.
+__device__ __forceinline__ void tma_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  MLXB_SM90(asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory"));
+}
+
+// A row-major [rows, cols] 16-bit matrix (row stride `ld` elements) as a tensor map with boxes of
+// box_rows x box_cols and the 128-byte swizzle (box_cols * 2 must be 128). False when the driver
+// has no encoder or refuses the layout.
+bool encode_tma_2d(CUtensorMap* map, const void* base, bool bf16, int64_t rows, int64_t cols, int64_t ld, int box_rows, int box_cols);
+
+}  // namespace mlxb::cuda
