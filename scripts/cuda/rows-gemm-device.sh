@@ -3,6 +3,7 @@
 # for the 9..32-row products of the batched decode step. Build; its checks and timings
 # (cuda_ops_check --rows); every op check with it on; engine batch invariance on two fixtures with it
 # on; then 32-stream serving of the random 8B alternating on / off, and the 1B once each way.
+# ROWS_QUICK=1 skips the full op check and engine-check; ROWS_ROUNDS=N sets the 8B serving rounds (3).
 # Logs: $OUT/rows-gemm-logs.tgz; summaries on stdout.
 #   bash scripts/cuda/stage.sh DEST --tests; then on the device:
 #   source .device/prelude.sh; cd DEST && bash scripts/cuda/rows-gemm-device.sh

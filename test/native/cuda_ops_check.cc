@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/cuda/cublaslt_sweep.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/stream_probe.h"
 #include "ops/ops.h"
 
@@ -946,13 +947,13 @@ void check_rows_gemm(int64_t m, int64_t n, int64_t k, DType d, bool bias, const 
   const int64_t f = act ? n / 2 : n;
   Pair x = make({m, k}, d), w = make({n, k}, d, -0.1, 0.1), b = make({n}, d);
   Tensor got = poisoned({m, f}, d), base = poisoned({m, f}, d);
-  auto run = [&](const char* on, Tensor& y) {
-    setenv("MLXB_ROWS_GEMM", on, 1);
+  auto run = [&](bool on, Tensor& y) {
+    cuda::set_rows_gemm_enabled(on);
     if (act) ops::gated_matmul(x.dev, w.dev, bias ? &b.dev : nullptr, *act, y);
     else ops::matmul(x.dev, w.dev, bias ? &b.dev : nullptr, y);
   };
-  run("0", base);
-  run("1", got);
+  run(false, base);
+  run(true, got);
   Vec ref(static_cast<size_t>(m * f));
   auto dot = [&](int64_t i, int64_t j) {
     double s = bias ? b.host[j] : 0.0;
@@ -1024,10 +1025,10 @@ void bench_rows(int64_t m) {
       else ops::matmul(x, w, nullptr, y);
     };
     const double gb = 2.0 * g.n * g.k / 1e9;
-    setenv("MLXB_ROWS_GEMM", "0", 1);
+    cuda::set_rows_gemm_enabled(false);
     const double base = time_ms(once, 200) * 1e3;
     std::printf("rows M=%ld %-16s cuBLASLt %7.1f us %6.0f GB/s |", (long)m, g.name, base, gb / (base * 1e-6));
-    setenv("MLXB_ROWS_GEMM", "1", 1);
+    cuda::set_rows_gemm_enabled(true);
     for (const char* slices : {"", "1", "2", "4", "8", "11"}) {
       setenv("MLXB_ROWS_SLICES", slices, 1);
       const double us = time_ms(once, 200) * 1e3;
@@ -1036,7 +1037,7 @@ void bench_rows(int64_t m) {
     unsetenv("MLXB_ROWS_SLICES");
     std::printf(" us (by K slices)\n");
   }
-  setenv("MLXB_ROWS_GEMM", "0", 1);
+  cuda::set_rows_gemm_enabled(false);
 }
 
 // Every cuBLASLt candidate of the serving step's products at m rows (bf16, 4 weight copies); with

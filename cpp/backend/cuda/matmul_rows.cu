@@ -23,6 +23,7 @@
 // not depend on timing. Gated form: [gate; up] weights [2F, K], output [M, F] =
 // act(round(gate)) * round(up), as matmul then gated_act.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <type_traits>
@@ -67,7 +68,7 @@ template <typename T, int NT, bool kGated, Activation A>
 __global__ void __launch_bounds__(kThreads) rows_gemm_kernel(const __grid_constant__ CUtensorMap wmap,
                                                              const __grid_constant__ CUtensorMap xmap, RowsArgs a) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  unsigned char* smem = align_1k(smem_raw);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3, sg = sigma(g);
@@ -278,12 +279,18 @@ void launch_nt(const CUtensorMap& wmap, const CUtensorMap& xmap, const RowsArgs&
   else launch<T, 4, kGated, A>(wmap, xmap, a, tiles, slices);
 }
 
-bool rows_enabled() { return env_int("MLXB_ROWS_GEMM", 0) != 0; }  // read per call (the checks switch it)
+// MLXB_ROWS_GEMM, read once; set_rows_gemm_enabled overrides it (the checks switch it per call).
+std::atomic<int>& rows_flag() {
+  static std::atomic<int> on{env_int("MLXB_ROWS_GEMM", 0) != 0 ? 1 : 0};
+  return on;
+}
 
 }  // namespace
 
+void set_rows_gemm_enabled(bool on) { rows_flag().store(on ? 1 : 0, std::memory_order_relaxed); }
+
 bool rows_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Activation* act, Tensor& y) {
-  if (!rows_enabled() || compute_major() < 9) return false;
+  if (!rows_flag().load(std::memory_order_relaxed) || compute_major() < 9) return false;
   const DType d = x.dtype();
   if ((d != DType::BF16 && d != DType::F16) || w.dtype() != d || y.dtype() != d || (bias && bias->dtype() != d)) return false;
   if (w.ndim() != 2 || !x.is_contiguous() || !w.is_contiguous() || !y.is_contiguous() || (bias && !bias->is_contiguous())) return false;

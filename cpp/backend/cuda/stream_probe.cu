@@ -75,7 +75,7 @@ constexpr int kBoxCols = 64, kBoxRows = 128, kBoxBytes = kBoxCols * kBoxRows * 2
 template <int S>
 __global__ void probe_tma(const __grid_constant__ CUtensorMap map, int64_t rows, int64_t cols, uint32_t* sink) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);  // 128-byte swizzle: 1 KB aligned
+  unsigned char* smem = align_1k(smem_raw);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S * kBoxBytes);
   const int64_t per_band = cols / kBoxCols, boxes = rows / kBoxRows * per_band;
   const int64_t mine = blockIdx.x < boxes ? (boxes - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;

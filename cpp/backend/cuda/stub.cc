@@ -1,5 +1,6 @@
 // The CUDA backend of a build without nvcc: every use says so.
 #include "backend/cuda/cublaslt_sweep.h"
+#include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/stream_probe.h"
 #include "ops/backends.h"
 
@@ -19,5 +20,6 @@ void cublaslt_sweep(int64_t, int64_t, int64_t, DType, const void*, const void* c
   fail(ErrorCode::kNotBuilt, "this build has no CUDA backend");
 }
 void stream_probe() { fail(ErrorCode::kNotBuilt, "this build has no CUDA backend"); }
+void set_rows_gemm_enabled(bool) {}
 
 }  // namespace mlxb::cuda

@@ -17,6 +17,9 @@ namespace mlxb::cuda {
 #define MLXB_SM90(...) __VA_ARGS__
 #endif
 
+// The first 1 KB boundary at or after p (128-byte-swizzled boxes must start on one).
+__device__ __forceinline__ unsigned char* align_1k(unsigned char* p) { return p + ((1024 - (smem_addr(p) & 1023)) & 1023); }
+
 __device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
   MLXB_SM90(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count)));
 }
