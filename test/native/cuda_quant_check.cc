@@ -9,6 +9,7 @@
 //   cuda_quant_check            all cases
 //   cuda_quant_check --bench    also times the 4-bit kernels at Llama-3 8B / 1B shapes
 //   cuda_quant_check --fused-bench  only the fused one-row ops against the ops they replace
+//   cuda_quant_check --tma-bench    only the one-row timings of qgemv_tma and qgemv_tcp (variants 12, 13)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/qgemv_tma.h"
 #include "ops/ops.h"
 #include "quant/affine.h"
 
@@ -332,10 +334,11 @@ QuantWeight random_device_weight(int64_t n, int64_t k, int bits, int gs) {
   return w;
 }
 
-// The kernel variants timed (MLXB_QGEMV_VARIANT; 3-6 were slower on the H200 and are left out).
-constexpr int kBenchVariants[] = {0, 2, 7, 8, 9, 10, 11};
+// The kernel variants timed (MLXB_QGEMV_VARIANT; 3-6 were slower on the H200 and are left out;
+// 12 is qgemv_tma, 13 qgemv_tcp, the two one-row defaults).
+constexpr int kBenchVariants[] = {0, 2, 7, 8, 9, 10, 11, 12, 13};
 
-void bench() {
+void bench(bool tma_only) {
   std::printf("\n-- timing (bf16 activations, bf16 scales; weights rotated over copies so runs do not hit L2)\n");
   struct G { int64_t n, k; const char* what; int bits; } gs[] = {
       {6144, 4096, "8B qkv", 4}, {4096, 4096, "8B o", 4}, {28672, 4096, "8B gate+up", 4}, {14336, 4096, "8B gate", 4},
@@ -345,6 +348,7 @@ void bench() {
       {14336, 4096, "8B gate", 2}, {14336, 4096, "8B gate", 3}, {14336, 4096, "8B gate", 5}, {14336, 4096, "8B gate", 6},
       {14336, 4096, "8B gate", 8}};
   for (auto& g : gs) {
+    if (tma_only && g.bits != 4) continue;
     // Enough copies to pass 256 MB per round (the H200's L2 holds 50 MB).
     const int64_t one = g.n * g.k * g.bits / 8;
     const int copies = static_cast<int>(std::min<int64_t>(128, std::max<int64_t>(2, (int64_t(256) << 20) / one + 1)));
@@ -355,7 +359,7 @@ void bench() {
       Tensor x = host_tensor(random_vec(g.k, -1, 1, DType::BF16), {1, g.k}, DType::BF16).to(Device::kCUDA);
       Tensor y = Tensor::empty({1, g.n / 2}, DType::BF16, Device::kCUDA);
       for (int v : kBenchVariants) {
-        if (v == 2) continue;  // the CUDA-core GEMV has no gated form
+        if (v == 2 || (tma_only && v != 12 && v != 13)) continue;  // the CUDA-core GEMV has no gated form
         setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
         int i = 0;
         double ms = time_ms([&] { ops::qgated_matmul(x, ws[i++ % copies], nullptr, Activation::kSiLU, y); }, 200);
@@ -368,7 +372,7 @@ void bench() {
     // (MLXB_QGEMV_VARIANT, see backend/cuda/qmm.cuh).
     for (int v : kBenchVariants) {
       for (int64_t m : {1, 4}) {
-        if (v > 0 && (m > 1 || g.bits != 4)) continue;
+        if ((v > 0 && (m > 1 || g.bits != 4)) || (tma_only && (m > 1 || (v != 12 && v != 13)))) continue;
         setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
         Tensor x = host_tensor(random_vec(m * g.k, -1, 1, DType::BF16), {m, g.k}, DType::BF16).to(Device::kCUDA);
         Tensor y = Tensor::empty({m, g.n}, DType::BF16, Device::kCUDA);
@@ -379,7 +383,7 @@ void bench() {
       }
     }
     unsetenv("MLXB_QGEMV_VARIANT");
-    if (g.bits == 4 && g.n != 128256) {
+    if (g.bits == 4 && g.n != 128256 && !tma_only) {
       Tensor x = host_tensor(random_vec(512 * g.k, -1, 1, DType::BF16), {512, g.k}, DType::BF16).to(Device::kCUDA);
       Tensor y = Tensor::empty({512, g.n}, DType::BF16, Device::kCUDA);
       double ms = time_ms([&] { ops::qmatmul(x, ws[0], nullptr, y); }, 30);
@@ -448,6 +452,10 @@ void profile() {
 int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--tma-bench") == 0) {  // only the two one-row defaults, M = 1
+    bench(true);
+    return 0;
+  }
   const bool fused_bench = argc > 1 && std::strcmp(argv[1], "--fused-bench") == 0;
   if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
     profile();
@@ -494,7 +502,7 @@ int main(int argc, char** argv) {
         ++idx;
       }
     check_qgated(1, 1000, 4096, 64, B, B, Activation::kSiLU, false);
-    // One row of x (qgemv_tcp by default): both 16-bit scale dtypes, both group sizes, odd N
+    // One row of x (qgemv_tma by default where it fits, else qgemv_tcp): both 16-bit scale dtypes, both group sizes, odd N
     // (a partial last tile), bias, K from 1 stage per warp to many, one tile (K split 16 ways).
     idx = 0;
     for (int gs : {64, 128})
@@ -506,6 +514,10 @@ int main(int argc, char** argv) {
           ++idx;
         }
     check_qmatmul(1, 16, 14336, 4, 64, H, B, true);
+    // Runs longer than qgemv_tma's ring of 16 stages per block (the slots are reused): ~4 tiles of
+    // 14 stages, ~4 gated tiles of 6.
+    check_qmatmul(1, 8192, 14336, 4, 64, B, B, true);
+    check_qgated(1, 4100, 6144, 64, H, H, Activation::kGeluExact, true);
     check_qgated(10, 64, 256, 64, B, B, Activation::kSiLU, true);  // above 8 rows: the generic path
     check_qgated(2, 40, 256, 64, B, F, Activation::kSiLU, false);  // f32 activations: generic path
     // qembedding: every width, group size, scale and output dtype, bit-exact.
@@ -520,7 +532,14 @@ int main(int argc, char** argv) {
     setenv("MLXB_CUDA_FUSED_STRICT", "1", 1);  // both read once, at the first fused op
     setenv("MLXB_QFUSED_NORM", "1", 1);
     check_qfused_all();
-    if (do_bench) bench();
+    // On sm_90+ the one-row cases above that fit qgemv_tma (group size 64, 16-bit scales, K a
+    // multiple of 512) ran it, not the older kernels.
+    const int64_t tma = cuda::qmm::qgemv_tma_launches();
+    const bool tma_ok = !cuda::qmm::qgemv_tma_available() || tma > 0;
+    if (!tma_ok) ++failures;
+    std::printf("%-4s qgemv_tma ran %ld times%s\n", tma_ok ? "ok" : "FAIL", static_cast<long>(tma),
+                cuda::qmm::qgemv_tma_available() ? "" : " (not available here)");
+    if (do_bench) bench(false);
     if (do_bench || fused_bench) bench_fused();
   } catch (const Error& e) {
     std::printf("FAIL exception: %s\n", e.what());

@@ -1,6 +1,6 @@
 // The one-row quantized projections of a decode step fused with their neighbours (ops.h:
 // qmatmul_add, norm_qmatmul, norm_qgated_matmul), for 4-bit weights with 16-bit scales and
-// bf16/f16 activations: the default tensor-core GEMV (qgemv_tcp.cu) with its residual epilogue
+// bf16/f16 activations: the default one-row GEMV (qgemv_tma.cu, else qgemv_tcp.cu) with its residual epilogue
 // (y += round(result), as qmatmul then add) or, opt-in (norm_fusion below), with x normalised once
 // per block in rms_norm's exact order and expressions. Each result is bit-identical to the ops it replaces; every other
 // case runs those ops (Backend's generic defaults), or with MLXB_CUDA_FUSED_STRICT=1 (read once;
@@ -70,7 +70,7 @@ void CudaBackend::qmatmul_add(const Tensor& x, const QuantWeight& w, const Tenso
   qmm::Params p;
   if (one_row(x, w, bias, resid, w.rows, p)) {
     p.add = true;
-    if (qmm::qgemv_tcp(p, x.dtype(), false, Activation::kSiLU, 2, false, true)) return;
+    if (qmm::qgemv_one_row(p, x.dtype(), false, Activation::kSiLU)) return;
   }
   not_covered("qmatmul_add");
   Backend::qmatmul_add(x, w, bias, resid);
@@ -79,7 +79,7 @@ void CudaBackend::qmatmul_add(const Tensor& x, const QuantWeight& w, const Tenso
 void CudaBackend::norm_qmatmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Tensor& y) {
   quant::validate(w, "norm_qmatmul weight");
   qmm::Params p;
-  if (one_row(x, w, bias, y, w.rows, p) && norm_ok(norm, x, p) && qmm::qgemv_tcp(p, x.dtype(), false, Activation::kSiLU, 2, false, true))
+  if (one_row(x, w, bias, y, w.rows, p) && norm_ok(norm, x, p) && qmm::qgemv_one_row(p, x.dtype(), false, Activation::kSiLU))
     return;
   not_covered("norm_qmatmul");
   Backend::norm_qmatmul(x, norm, w, bias, y);
@@ -91,7 +91,7 @@ void CudaBackend::norm_qgated_matmul(const Tensor& x, const NormArgs& norm, cons
   qmm::Params p;
   if (w.rows % 2 == 0 && one_row(x, w, bias, out, w.rows / 2, p) && norm_ok(norm, x, p)) {
     p.N = w.rows / 2;
-    if (qmm::qgemv_tcp(p, x.dtype(), true, act, 2, false, true)) return;
+    if (qmm::qgemv_one_row(p, x.dtype(), true, act)) return;
   }
   not_covered("norm_qgated_matmul");
   Backend::norm_qgated_matmul(x, norm, w, bias, act, out);

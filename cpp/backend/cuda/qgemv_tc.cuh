@@ -6,6 +6,7 @@
 
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/qmm.cuh"
+#include "backend/cuda/rms_row.cuh"
 
 namespace mlxb::cuda::qmm::tc {
 
@@ -107,6 +108,23 @@ __device__ __forceinline__ void group_step(const uint32_t (&wa)[W], const uint32
 __device__ __forceinline__ uint4 pair_x8(uint4 v) {
   return make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
                     __byte_perm(v.y, v.w, 0x7632));
+}
+
+// The whole row of x into xs [K] (shared memory), every 16-byte piece paired as pair_x8, by every
+// thread of the block (then a barrier). kNorm: normalised first, as rms_norm would (rms_row.cuh
+// for the sum of squares, then rms_norm's per-element float32 expression with p.norm_w).
+template <typename TX, bool kNorm>
+__device__ __forceinline__ void stage_paired_x(const Params& p, uint4* xs) {
+  const uint4* xv = static_cast<const uint4*>(p.x);
+  float inv = 0.0f;
+  if constexpr (kNorm) {
+    const TX* x = static_cast<const TX*>(p.x);
+    inv = rms_inv_row([&](int64_t i) { return to_f32(x[i]); }, p.K, p.eps);
+  }
+  const uint4* nv = static_cast<const uint4*>(p.norm_w);
+  for (int i = threadIdx.x; i < static_cast<int>(p.K / 8); i += blockDim.x)
+    xs[i] = pair_x8(kNorm ? rms_scale8<TX>(xv[i], __ldg(nv + i), inv, p.add_one) : xv[i]);
+  __syncthreads();
 }
 
 // Where a warp works: its tile, its K split, the fragment rows a / b of its lane, and the weight

@@ -16,7 +16,6 @@
 #include <cstring>
 
 #include "backend/cuda/qgemv_tc.cuh"
-#include "backend/cuda/rms_row.cuh"
 
 namespace mlxb::cuda::qmm {
 
@@ -106,19 +105,6 @@ __device__ __forceinline__ void epilogue(const Params& p, const TileCoord& c, in
   }
 }
 
-// kNorm: the block normalises x once, as rms_norm would (rms_row.cuh for the sum of squares, then
-// rms_norm's per-element float32 expression with the norm weights), pairs every 16-byte piece as
-// pair_x8 and stores the row in xs [K]; the stages then read x from there instead of copying it.
-template <typename TX>
-__device__ __forceinline__ void stage_normed_x(const Params& p, uint4* xs) {
-  const TX* x = static_cast<const TX*>(p.x);
-  const float inv = rms_inv_row([&](int64_t i) { return to_f32(x[i]); }, p.K, p.eps);
-  const uint4* xv = static_cast<const uint4*>(p.x);
-  const uint4* nv = static_cast<const uint4*>(p.norm_w);
-  for (int i = threadIdx.x; i < static_cast<int>(p.K / 8); i += blockDim.x) xs[i] = pair_x8(rms_scale8<TX>(xv[i], __ldg(nv + i), inv, p.add_one));
-  __syncthreads();
-}
-
 template <typename TX, typename TS, int W, bool kGated, Activation A, int NS, bool kPair, bool kPdl, bool kNorm>
 __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p, int splits, int tiles_per_block) {
   constexpr int GB = 16 * W;   // bytes of one group in a row
@@ -195,7 +181,7 @@ __global__ void __launch_bounds__(kPMaxWarps * 32, 2) qgemv_tcp_kernel(Params p,
   }
   // kNorm: the normalised, paired row after every warp's stage memory (x is read from there).
   const unsigned char* xrow = stage_mem + (blockDim.x >> 5) * (NS * SB) + st0 * 512;
-  if constexpr (kNorm) stage_normed_x<TX>(p, reinterpret_cast<uint4*>(stage_mem + (blockDim.x >> 5) * (NS * SB)));
+  if constexpr (kNorm) stage_paired_x<TX, true>(p, reinterpret_cast<uint4*>(stage_mem + (blockDim.x >> 5) * (NS * SB)));
   for (int s = 0; s < n; ++s) {
     issue(s + NS - 1);  // into the slot consumed in iteration s - 1
     cp_async_wait<NS - 1>();

@@ -175,8 +175,10 @@ bool qgemv_tc_fits(const Params& p, int bits, DType xd);
 // 8, qgemv_tcp.cu (M = 1: x, scales and biases in the cp.async pipeline) with 2 stages and x
 // permuted in registers; 9, with 3 stages (x paired in shared memory, as the default);
 // 11, the default's qgemv_tcp with K split for half as many warps;
-// 10, the staged kernel of qgemv_tc.cu (the default before qgemv_tcf). The default runs
-// qgemv_tcp (2 stages) for M = 1, else qgemv_tcf, else the kernels of qgemv_tc.cu.
+// 10, the staged kernel of qgemv_tc.cu (the default before qgemv_tcf); 12, qgemv_tma.cu alone
+// (without MLXB_QGEMV_TMA=1); 13, qgemv_tcp's default configuration. The default runs qgemv_tma where it
+// fits and MLXB_QGEMV_TMA=1, else qgemv_tcp
+// (2 stages) for M = 1, else qgemv_tcf, else the kernels of qgemv_tc.cu.
 // The default qgemv_tcp is launched programmatically (its first weights requested before the
 // previous kernel ends; MLXB_QGEMV_PDL=0 / =4096 turn that off / limit it to K >= 4096; see
 // qgemv_tcp.cu).
@@ -189,6 +191,12 @@ bool qgemv_tcf(const Params& p, DType xd, bool gated, Activation act);
 // stages); false when p does not fit it (p.norm_w: only the default configuration, 2 stages with
 // pair_x, and K <= kTcpMaxNormK).
 bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages, bool fewer_splits, bool pair_x);
+// qgemv_tma.cu: the same for M = 1 on sm_90+ with weights, scales and biases streamed by 2-D tensor
+// copies (group size 64, 16-bit scales, K a multiple of 512 up to kMaxK = 16384; p.norm_w and p.add
+// as qgemv_tcp). Opt-in, MLXB_QGEMV_TMA=1 (or `forced`).
+bool qgemv_tma(const Params& p, DType xd, bool gated, Activation act, bool forced);
+// The default one-row path of the fused ops: qgemv_tma, else qgemv_tcp's default configuration.
+bool qgemv_one_row(const Params& p, DType xd, bool gated, Activation act);
 void qgemv_tc_b4(const Params& p, DType xd);
 void qgated_tc_b4(const Params& p, DType xd, Activation act);
 

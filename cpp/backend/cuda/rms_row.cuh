@@ -1,5 +1,5 @@
 // The inverse root mean square of one row as rms_norm.cu computes it, for kernels that normalise
-// a row themselves (gemv_fused.cu, qgemv_tcp.cu) and must give rms_norm's bits: its launch of vt
+// a row themselves (gemv_fused.cu, qgemv_tcp.cu, qgemv_tma.cu) and must give rms_norm's bits: its launch of vt
 // threads (512 for rows >= 2048, 256 for >= 512, else 128) is emulated by whatever block runs
 // this (blockDim a multiple of 32): virtual thread j sums elements j, j + vt, ... with fmas in
 // that order, then each warp's butterfly, then the butterfly over the warp sums (block_sum).

@@ -26,6 +26,10 @@ __device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
 __device__ __forceinline__ void mbar_init_fence() {
   MLXB_SM90(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
 }
+// One arrival (no transaction bytes) on b, e.g. a consumer releasing a ring slot.
+__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
+  MLXB_SM90(asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(b)) : "memory"));
+}
 // Orders this thread's earlier shared-memory accesses before later tensor copies into them.
 __device__ __forceinline__ void fence_proxy_async() { MLXB_SM90(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory")); }
 __device__ __forceinline__ void mbar_expect(uint64_t* b, uint32_t bytes) {
@@ -49,5 +53,9 @@ __device__ __forceinline__ void tma_2d(void* dst, const CUtensorMap* map, int c0
 // box_rows x box_cols and the 128-byte swizzle (box_cols * 2 must be 128). False when the driver
 // has no encoder or refuses the layout.
 bool encode_tma_2d(CUtensorMap* map, const void* base, bool bf16, int64_t rows, int64_t cols, int64_t ld, int box_rows, int box_cols);
+// The general form: elements of `type` (elem_bytes each), row stride ld_bytes, the 128-byte swizzle
+// when `swizzle` (box_cols * elem_bytes must then be 128), else none (a multiple of 16 bytes).
+bool encode_tma_2d_raw(CUtensorMap* map, const void* base, CUtensorMapDataType type, int elem_bytes, int64_t rows, int64_t cols,
+                       int64_t ld_bytes, int box_rows, int box_cols, bool swizzle);
 
 }  // namespace mlxb::cuda
