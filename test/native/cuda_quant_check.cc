@@ -450,6 +450,7 @@ void profile() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // a hang or trap still shows the last case that ran
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
   if (argc > 1 && std::strcmp(argv[1], "--tma-bench") == 0) {  // only the two one-row defaults, M = 1

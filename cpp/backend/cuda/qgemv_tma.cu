@@ -9,7 +9,8 @@
 // another block, so no split-K and no cross-block reduction); its ring of kStages stages runs on
 // across its tiles. A stage is 1024 values of K: four 16-row x 128-byte boxes of packed words
 // (128-byte swizzle) and one 16-row x 32-byte box each of scales and biases (K a multiple of 512:
-// the half of a last stage past K is the copies' zero fill, and x is zero there too). One producer warp
+// the half of a last stage past K is not copied, its scales and biases are the copies' zero fill,
+// and x is zero there too). One producer warp
 // (one thread) issues the boxes; 8 consumer warps split each stage, warp w reading box w / 2 and
 // its groups 2 (w & 1), +1. At a tile's end the 8 partial sums meet in shared memory and warp 0
 // adds them in warp order and writes the outputs (plain, + residual, or act(gate) * up).
@@ -109,10 +110,12 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_tma_kernel(const __grid_con
     unsigned char* w = wring + slot * kWStage;
     unsigned char* sb = sbring + slot * kSBStage;
     uint64_t* bar = full + slot;
-    mbar_expect(bar, kStageTx);
     const int kg = (i % stages_per_tile) * (kStageK / 64);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    // K % 1024 == 512: the last stage's boxes 2 and 3 lie wholly past K and are not copied; their
+    // slots keep stale words, which the zero-filled scales and biases there (and x = 0) cancel.
+    const int boxes = (i % stages_per_tile == stages_per_tile - 1 && p.K % kStageK != 0) ? 2 : 4;
+    mbar_expect(bar, static_cast<uint32_t>(kStageTx - (4 - boxes) * 2048));
+    for (int kk = 0; kk < boxes; ++kk) {
       if constexpr (kGated) {
         tma_2d(w + kk * 2048, &maps.w, kw + 32 * kk, tile * 8, bar);
         tma_2d(w + kk * 2048 + 1024, &maps.w, kw + 32 * kk, f + tile * 8, bar);
@@ -278,7 +281,7 @@ bool qgemv_tma_available() { return compute_major() >= 9 && enabled(); }
 bool qgemv_tma(const Params& p, DType xd, bool gated, Activation act, bool forced) {
   if (!forced && !enabled()) return false;
   if (compute_major() < 9 || p.M != 1 || p.group_size != 64 || (p.sb_code != kBF16 && p.sb_code != kF16)) return false;
-  if ((xd != DType::BF16 && xd != DType::F16) || p.K % kStageK != 0 || p.K > kMaxK || (p.add && gated)) return false;
+  if ((xd != DType::BF16 && xd != DType::F16) || p.K % (kStageK / 2) != 0 || p.K > kMaxK || (p.add && gated)) return false;
   const int64_t rows = gated ? 2 * p.N : p.N;
   if (p.N < 1 || rows > INT32_MAX / 2 || reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return false;
   if (p.norm_w && reinterpret_cast<uintptr_t>(p.norm_w) % 16 != 0) return false;
@@ -287,8 +290,8 @@ bool qgemv_tma(const Params& p, DType xd, bool gated, Activation act, bool force
   const int box_rows = gated ? 8 : 16;
   const CUtensorMapDataType u16 = CU_TENSOR_MAP_DATA_TYPE_UINT16;
   if (!encode_tma_2d_raw(&maps.w, p.packed, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, rows, p.K / 8, p.K / 2, box_rows, 32, true) ||
-      !encode_tma_2d_raw(&maps.s, p.scales, u16, 2, rows, p.K / 64, p.K / 32, box_rows, 8, false) ||
-      !encode_tma_2d_raw(&maps.b, p.biases, u16, 2, rows, p.K / 64, p.K / 32, box_rows, 8, false))
+      !encode_tma_2d_raw(&maps.s, p.scales, u16, 2, rows, p.K / 64, p.K / 32, box_rows, kStageK / 64, false) ||
+      !encode_tma_2d_raw(&maps.b, p.biases, u16, 2, rows, p.K / 64, p.K / 32, box_rows, kStageK / 64, false))
     return false;
   const int tiles = static_cast<int>(ceil_div(p.N, gated ? 8 : 16));
   if (ring_stages() == 8) launch_types<8>(maps, p, xd, gated, act, tiles);

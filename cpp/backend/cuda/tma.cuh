@@ -35,11 +35,26 @@ __device__ __forceinline__ void fence_proxy_async() { MLXB_SM90(asm volatile("fe
 __device__ __forceinline__ void mbar_expect(uint64_t* b, uint32_t bytes) {
   MLXB_SM90(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory"));
 }
+// One poll of b's phase `parity` (the hardware may suspend the thread a while inside it).
+__device__ __forceinline__ bool mbar_try(uint64_t* b, uint32_t parity) {
+  uint32_t done = 1;
+  MLXB_SM90(asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                         : "=r"(done)
+                         : "r"(smem_addr(b)), "r"(parity)
+                         : "memory"));
+  return done != 0;
+}
+// Waits for b's phase `parity`. A phase that never completes (a copy's byte count that does not
+// match the expect_tx, a lost arrival) traps after ~10 s of wall time instead of hanging the process:
+// the launch then fails with a CUDA error the host reports. The clock is read only once a poll fails.
 __device__ __forceinline__ void mbar_wait(uint64_t* b, uint32_t parity) {
-  MLXB_SM90(asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}\n" ::"r"(smem_addr(b)),
-      "r"(parity)
-      : "memory"));
+  if (mbar_try(b, parity)) return;
+  uint64_t t0 = 0, now = 0;
+  MLXB_SM90(asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t0)));
+  while (!mbar_try(b, parity)) {
+    MLXB_SM90(asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(now)));
+    if (now - t0 > 10'000'000'000ull) __trap();
+  }
 }
 // Box (c0 = innermost coordinate, c1) of `map` into dst, completing `bytes` on bar.
 __device__ __forceinline__ void tma_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
