@@ -2,6 +2,9 @@
 // weights from memory by each of the three ways our kernels use, at the occupancies those kernels
 // run at. It reads a [rows, cols] 16-bit matrix larger than L2 once per launch and reports GB/s:
 // - ldg: each warp reads U 16-byte vectors per lane of one row, then the next row (registers);
+// - tile: each warp reads 16-row tiles along K into registers in the shape a tensor-core GEMV's
+//   fragments take: R rows per instruction (R = 8: 64 bytes of each row; R = 4: 128 bytes), U
+//   pieces along the row per row group, so 16 / R x U 16-byte loads per lane in flight;
 // - cpasync: each warp keeps a ring of S pieces of 8 rows x 64 bytes in flight with 16-byte
 //   cp.async (the piece shape of matmul_rows.cu);
 // - tma: one thread per block keeps S boxes of 128 rows x 64 values in flight with 2-D tensor
@@ -35,6 +38,32 @@ __global__ void probe_ldg(const uint4* __restrict__ m, int64_t rows, int64_t vec
       for (int u = 0; u < U; ++u) b[u] = v + 32 * u < vecs_per_row ? __ldg(row + v + 32 * u) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int u = 0; u < U; ++u) acc ^= b[u].x ^ b[u].w;
+    }
+  }
+  if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
+// 16-row tiles (warp w takes tiles w, w + warps, ..), each read over its whole row length: per
+// step, lane l loads 16 bytes of rows (l / (32 / R)) + R i (i < 16 / R) at byte 16 (l % (32 / R))
+// of each of the U pieces of 512 / R bytes that the step covers.
+template <int R, int U>
+__global__ void probe_tile(const uint4* __restrict__ m, int64_t rows, int64_t vecs_per_row, uint32_t* sink) {
+  constexpr int kLanesPerRow = 32 / R, kGroups = 16 / R;
+  const int lane = threadIdx.x & 31, rr = lane / kLanesPerRow, c = lane % kLanesPerRow;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  uint32_t acc = 0;
+  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); tile < rows / 16; tile += warps) {
+    const uint4* base = m + (tile * 16 + rr) * vecs_per_row + c;
+    for (int64_t v = 0; v < vecs_per_row; v += kLanesPerRow * U) {
+      uint4 b[kGroups][U];
+#pragma unroll
+      for (int i = 0; i < kGroups; ++i)
+#pragma unroll
+        for (int u = 0; u < U; ++u) b[i][u] = __ldg(base + static_cast<int64_t>(R * i) * vecs_per_row + v + kLanesPerRow * u);
+#pragma unroll
+      for (int i = 0; i < kGroups; ++i)
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc ^= b[i][u].x ^ b[i][u].w;
     }
   }
   if (acc == 0x9e3779b9u) sink[0] = acc;
@@ -139,6 +168,18 @@ void stream_probe() {
              }, 20));
       report("ldg U=8 (regs)", blocks, warps, time_launches([&] {
                probe_ldg<8><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
+             }, 20));
+      report("tile 8 rows x 64 B, 4 in flight", blocks, warps, time_launches([&] {
+               probe_tile<8, 2><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
+             }, 20));
+      report("tile 8 rows x 64 B, 8 in flight", blocks, warps, time_launches([&] {
+               probe_tile<8, 4><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
+             }, 20));
+      report("tile 8 rows x 64 B, 16 in flight", blocks, warps, time_launches([&] {
+               probe_tile<8, 8><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
+             }, 20));
+      report("tile 4 rows x 128 B, 8 in flight", blocks, warps, time_launches([&] {
+               probe_tile<4, 2><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
              }, 20));
       for (int s : {4, 8}) {
         const size_t sm_bytes = static_cast<size_t>(warps) * s * 512;
