@@ -745,32 +745,35 @@ void bench_paged(int64_t rows, int64_t dim) {
   AttentionArgs a;
   a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
   const double bytes = 2.0 * keys * hkv * dim * 2;
-  const char* names[] = {"MLXB_PAGED_SPLIT", "MLXB_PAGED_SPLIT_KERNEL", "MLXB_PAGED_SPLIT_KEYS", "MLXB_PAGED_SPLIT_BALANCED"};
-  std::string keep[4];
-  bool had[4];
-  for (int n = 0; n < 4; ++n) {
+  const char* names[] = {"MLXB_PAGED_SPLIT", "MLXB_PAGED_SPLIT_KERNEL", "MLXB_PAGED_SPLIT_KEYS", "MLXB_PAGED_SPLIT_BALANCED", "MLXB_PAGED_REGK"};
+  std::string keep[5];
+  bool had[5];
+  for (int n = 0; n < 5; ++n) {
     const char* e = std::getenv(names[n]);
     had[n] = e != nullptr;
     keep[n] = e ? e : "";
   }
   struct Mode {
-    const char *split, *kernel, *keys, *balanced, *label;
+    const char *split, *kernel, *keys, *balanced, *label, *regk = "0";
   };
   const Mode modes[] = {{"1", "1", "512", "0", "split 1st  keys=512"},     {"1", "2", "512", "0", "split 2nd  keys=512"},
                         {"1", "2", "256", "1", "split 2nd balanced 256"}, {"1", "2", "384", "1", "split 2nd balanced 384"},
                         {"1", "2", "512", "1", "split 2nd balanced 512"}, {"1", "2", "640", "1", "split 2nd balanced 640"},
+                        {"1", "2", "640", "1", "640, keys in regs (2/SM)", "2"}, {"1", "2", "640", "1", "640, keys in regs (3/SM)", "3"},
+                        {"1", "2", "384", "1", "384, keys in regs (2/SM)", "2"}, {"1", "2", "512", "1", "512, keys in regs (3/SM)", "3"},
                         {"0", "2", "512", "1", "single-block"}};
   for (const Mode& md : modes) {
     setenv("MLXB_PAGED_SPLIT", md.split, 1);
     setenv("MLXB_PAGED_SPLIT_KERNEL", md.kernel, 1);
     setenv("MLXB_PAGED_SPLIT_KEYS", md.keys, 1);
     setenv("MLXB_PAGED_SPLIT_BALANCED", md.balanced, 1);
+    setenv("MLXB_PAGED_REGK", md.regk, 1);
     int i = 0;
     const double ms = time_ms([&] { ops::paged_attention(q, ks[i % 4], vs[i % 4], pr, a, out); ++i; }, 200);
     std::printf("paged decode attention rows=%ld Hq=32 Hkv=8 D=%ld keys 512..640 %-24s %8.1f us  %7.0f GB/s\n", (long)rows,
                 (long)dim, md.label, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
   }
-  for (int n = 0; n < 4; ++n) {
+  for (int n = 0; n < 5; ++n) {
     if (had[n]) setenv(names[n], keep[n].c_str(), 1);
     else unsetenv(names[n]);
   }

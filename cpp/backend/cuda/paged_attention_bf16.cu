@@ -529,8 +529,18 @@ __device__ __forceinline__ void ldmatrix_x4_trans_at(uint32_t (&r)[4], uint32_t 
 //   O were dead), and half the P V mma.
 // - the online softmax runs per 16-key half; the rescale of O and l by exp2(m_old - m_new) runs
 //   only when some head's maximum rose (a warp vote; when none did every factor is exactly 1).
-template <int D, int kG>
-__global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kernel(SplitArgs a) {
+//
+// kRegK (MLXB_PAGED_REGK, see split_regk): the keys skip shared memory. Lane (g, t) loads 16-byte
+// pieces t, t + 4, .. of key rows g and g + 8 of a half straight into registers (8 rows x 64
+// contiguous bytes per load instruction), a whole chunk ahead (two register sets, one per half),
+// and uses their words as the B fragments of S = q K^T; q's A fragments take the same head dims
+// (q_dim), so the sums are the same products in another order of d. Only V goes through the ring.
+// Register loads stream ~30 GB/s per SM where cp.async plateaus near 20-24 (cuda_ops_check
+// --stream-probe, scripts/cuda/NOTES.md).
+// kRegK = 0: keys through the ring; 2: in registers, at most 2 blocks per SM at D = 128 (181
+// registers); 3: in registers, 3 blocks per SM (168 registers, a few spilled).
+template <int D, int kG, int kRegK = 0>
+__global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK == 2 ? 2 : 3) : 4) paged_split2_kernel(SplitArgs a) {
   using L = SplitLayout<D>;
   constexpr int LD = L::ld, KS = D / 16, DT = D / 16, CQ = D / 64;
   constexpr uint32_t kRow = LD * 2, kSlot = 16 * kRow;  // bytes per shared row, per ring slot (16 keys)
@@ -568,6 +578,24 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
   const int bs_mask = (1 << a.bs_shift) - 1;
   const __nv_bfloat16* kh = a.k + hk * a.pool_stride + (lane & 7) * 8;
   const __nv_bfloat16* vh = a.v + hk * a.pool_stride + (lane & 7) * 8;
+  const uint4* kh_reg = reinterpret_cast<const uint4*>(a.k + hk * a.pool_stride) + t4;
+  // The head dim of q that fragment kk, register j (0: k-slots 2t, 2t + 1; 1: 2t + 8, 2t + 9)
+  // of this lane meets: the plain layout, or kRegK's (16-byte piece t4 + 4 (kk / 2) of the row).
+  auto q_dim = [&](int kk, int j) { return kRegK ? 8 * (t4 + 4 * (kk >> 1)) + 4 * (kk & 1) + 2 * j : kk * 16 + j * 8 + t4 * 2; };
+  constexpr int KP = D / 32;  // kRegK: 16-byte pieces per key row and lane
+  uint4 kreg[2][2][kRegK ? KP : 1];  // [half][8-key tile][piece]
+  // kRegK: half h of the chunk whose slots slot_l holds (lane i: key i) into kreg[h].
+  auto kload = [&](int h, int slot_l) {
+    if constexpr (kRegK) {
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        const int sl = __shfl_sync(0xffffffffu, slot_l, 16 * h + 8 * nb + gq);
+        const uint4* src = kh_reg + static_cast<int64_t>(sl) * (D / 8);
+#pragma unroll
+        for (int i = 0; i < KP; ++i) kreg[h][nb][i] = __ldg(src + 4 * i);
+      }
+    }
+  };
   // Lane i: the slot of key jb + min(i, last) of the chunk at jb (0 past the split).
   auto lookup = [&](int jb) {
     if (jb >= s1) return 0;
@@ -617,7 +645,10 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
     for (int h = 0; h < 2; ++h) {
       slots4(slot_a, h, sp);
       const bool has = j0 + 16 * h < s1;
-      if (has) copy(kh, ring + 2 * h * kSlot, sp);
+      if (has) {
+        if constexpr (kRegK) kload(h, slot_a);
+        else copy(kh, ring + 2 * h * kSlot, sp);
+      }
       cp_async_commit();
       if (has) copy(vh, ring + (2 * h + 1) * kSlot, sp);
       cp_async_commit();
@@ -665,9 +696,9 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {
     if (gq < g) {
-      const __nv_bfloat16* qp = a.q + qrow * a.q_stride + static_cast<int64_t>(hk * g + gq) * D + kk * 16 + t4 * 2;
-      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(qp));
-      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(qp + 8));
+      const __nv_bfloat16* qp = a.q + qrow * a.q_stride + static_cast<int64_t>(hk * g + gq) * D;
+      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(qp + q_dim(kk, 0)));
+      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(qp + q_dim(kk, 1)));
     } else {
       qa[kk][0] = qa[kk][1] = 0u;
     }
@@ -687,7 +718,7 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
       for (int kk = 0; kk < KS; ++kk)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const float2 c = s_cs[(kk * 16 + j * 8 + t4 * 2) / 2];
+          const float2 c = s_cs[q_dim(kk, j) / 2];
           const float x = lo_f(qa[kk][j]), y = hi_f(qa[kk][j]);
           qa[kk][j] = pack(rope_lo(x, y, c.x, c.y), rope_hi(x, y, c.x, c.y));
         }
@@ -696,7 +727,7 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
       for (int kk = 0; kk < KS / 2; ++kk)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const int d0 = kk * 16 + j * 8 + t4 * 2;
+          const int d0 = q_dim(kk, j);
           const float2 c0 = s_cs[d0], c1 = s_cs[d0 + 1];
           const uint32_t wa = qa[kk][j], wb = qa[kk + KS / 2][j];
           const float a0 = lo_f(wa), a1 = hi_f(wa), b0 = lo_f(wb), b1 = hi_f(wb);
@@ -725,7 +756,15 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
           uint32_t b[4];
-          ldmatrix_x4_at(b, ring + 2 * h * kSlot + k_off + kk * 32);
+          if constexpr (kRegK) {
+            const uint4 w0 = kreg[h][0][kk >> 1], w1 = kreg[h][1][kk >> 1];
+            b[0] = (kk & 1) ? w0.z : w0.x;
+            b[1] = (kk & 1) ? w0.w : w0.y;
+            b[2] = (kk & 1) ? w1.z : w1.x;
+            b[3] = (kk & 1) ? w1.w : w1.y;
+          } else {
+            ldmatrix_x4_at(b, ring + 2 * h * kSlot + k_off + kk * 32);
+          }
           float(&s)[2][4] = (kk & 1) ? sb : sa;
           mma16816<__nv_bfloat16>(s[0], qa[kk][0], 0u, qa[kk][1], 0u, b[0], b[1]);
           mma16816<__nv_bfloat16>(s[1], qa[kk][0], 0u, qa[kk][1], 0u, b[2], b[3]);
@@ -733,7 +772,10 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? 3 : 4) paged_split2_kerne
       }
       __syncwarp();  // every lane is done reading K: the next chunk's K may come in
       slots4(slot_b, h, spn);
-      if (next) copy(kh, ring + 2 * h * kSlot, spn);
+      if (next) {
+        if constexpr (kRegK) kload(h, slot_b);  // this half's registers are free: the next chunk's keys
+        else copy(kh, ring + 2 * h * kSlot, spn);
+      }
       cp_async_commit();
       uint32_t phi[2], plo[2];
       if (live) {
@@ -835,16 +877,20 @@ __global__ void paged_combine_kernel(SplitArgs a, int grid_splits) {
 }
 
 template <int D, int kG>
-void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool second) {
+void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool second, int regk) {
   constexpr size_t bytes = SplitLayout<D>::bytes;
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
     MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     configured = true;
   }
   dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
-  if (second) launch_kernel(paged_split2_kernel<D, kG>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
+  if (second && regk == 2) launch_kernel(paged_split2_kernel<D, kG, 2>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
+  else if (second && regk == 3) launch_kernel(paged_split2_kernel<D, kG, 3>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
+  else if (second) launch_kernel(paged_split2_kernel<D, kG>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
   else paged_split_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
   MLXB_CUDA_LAUNCHED("paged_attention (split)");
   if (splits > 1 && !a.counters) {
@@ -861,6 +907,14 @@ bool split_enabled() {
 bool split_second() {
   const char* e = std::getenv("MLXB_PAGED_SPLIT_KERNEL");
   return !(e && e[0] == '1');
+}
+// MLXB_PAGED_REGK=1 (or 2): paged_split2_kernel loads the keys into registers (kRegK = 2), not
+// through the ring; =3: the same at 3 blocks per SM (kRegK = 3). Read at each call (the checks
+// flip it). Returns the kRegK to launch.
+int split_regk() {
+  const char* e = std::getenv("MLXB_PAGED_REGK");
+  if (!e || !e[0] || e[0] == '0') return 0;
+  return e[0] == '3' ? 3 : 2;
 }
 // MLXB_PAGED_SPLIT_BALANCED=0: splits of `unit` keys and a short last one; otherwise splits of
 // equal size (row_split). Read at each call.
@@ -940,6 +994,7 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   a.unit = unit;
   a.balanced = split_balanced();
   const bool second = split_second();
+  const int regk = split_regk();
   a.bs_shift = shift;
   a.hq = ihq;
   a.hkv = ihkv;
@@ -960,9 +1015,9 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   }
 #define MLXB_PAGED_SPLIT_LAUNCH(D)                                  \
   do {                                                              \
-    if (g <= 1) launch_split<D, 1>(a, r_count, hkv, splits, second);        \
-    else if (g <= 2) launch_split<D, 2>(a, r_count, hkv, splits, second);   \
-    else launch_split<D, 4>(a, r_count, hkv, splits, second);               \
+    if (g <= 1) launch_split<D, 1>(a, r_count, hkv, splits, second, regk);      \
+    else if (g <= 2) launch_split<D, 2>(a, r_count, hkv, splits, second, regk); \
+    else launch_split<D, 4>(a, r_count, hkv, splits, second, regk);             \
   } while (0)
   if (d == 128) MLXB_PAGED_SPLIT_LAUNCH(128);
   else MLXB_PAGED_SPLIT_LAUNCH(64);
