@@ -44,7 +44,7 @@ struct Args {
   const void* bias = nullptr;    // [N] or null
   void* y = nullptr;             // store: [N]; add: resid [N]; gated: [F]; rope: qkv [N]
   int64_t units = 0, k = 0, f = 0;  // units: warps' work items; f: gated half (F)
-  int64_t n = 0;                    // store / add: rows of w (a unit is rows 2u, 2u + 1)
+  int64_t n = 0;                    // store / add: rows of w
   // rope epilogue
   int64_t hq = 0, hkv = 0, dim = 0, half = 0;
   const int32_t* pos = nullptr;
@@ -88,17 +88,19 @@ __device__ __forceinline__ void normalise_row(const Args& a, T* xs, const T* ns)
 // buffers), so loads stay in flight across batches and units. The row x (and the norm weights)
 // arrive in shared memory by cp.async, issued before the first weights.
 //
-// Every unit is two rows: the gate / up pair, the rope pair, or (store, add) two neighbouring
-// rows, so each 16-byte piece of x read from shared memory serves two weight vectors. With one
-// row per unit the x reads doubled the L1 traffic: ncu on the 8B down projection (one row per
-// unit) showed L1/TEX at 85% of its peak with DRAM at 63% (3.05 TB/s), against 3.78 TB/s for
-// gate/up. The rope form (q/k/v) loads half as many vectors per chunk, so that three blocks fit
-// per SM: the 8B q/k/v's 3,072 units then take one warp each instead of 1.45 (two blocks per SM:
-// 2,112 warps, DRAM at 51%).
-template <Epi E, Activation A, typename T>
-__global__ void __launch_bounds__(kThreads, E == Epi::kRope ? 3 : 2) fused_gemv_kernel(Args a) {
-  constexpr int R = 2;
-  constexpr int U = E == Epi::kRope ? kU / 4 : kU / R;
+// kWide, chosen at launch (see wide()) where the matrix has units enough to fill every resident
+// warp that way:
+// - store, add: a unit is two neighbouring rows (else one), so each 16-byte piece of x read from
+//   shared memory serves two weight vectors. With one row per unit the x reads double the L1
+//   traffic: ncu on the 8B down projection showed L1/TEX at 85% of its peak with DRAM at 63%
+//   (3.05 TB/s), against 3.78 TB/s for gate/up, whose units are two rows already.
+// - rope: half as many vectors per chunk, so that three blocks fit per SM (72 registers): the 8B
+//   q/k/v's 3,072 units take one warp each instead of 1.45 on two blocks' 2,112 warps (DRAM 51%).
+template <Epi E, Activation A, typename T, bool kWide>
+__global__ void __launch_bounds__(kThreads, E == Epi::kRope && kWide ? 3 : 2) fused_gemv_kernel(Args a) {
+  constexpr bool kRows = E == Epi::kStore || E == Epi::kAdd;
+  constexpr int R = kRows && !kWide ? 1 : 2;
+  constexpr int U = E == Epi::kRope && kWide ? kU / 4 : kU / R;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* xs = reinterpret_cast<T*>(smem_raw);
   T* ns = xs + a.k;
@@ -115,9 +117,11 @@ __global__ void __launch_bounds__(kThreads, E == Epi::kRope ? 3 : 2) fused_gemv_
       const int64_t head = u / a.half, i = u % a.half;
       rows[0] = head * a.dim + i;
       rows[R - 1] = head * a.dim + i + a.half;
-    } else {  // the last unit of an odd row count repeats its row (computed twice, stored once)
+    } else if constexpr (R == 2) {  // the last unit of an odd row count repeats its row (stored once)
       rows[0] = 2 * u;
       rows[R - 1] = min(2 * u + 1, a.n - 1);
+    } else {
+      rows[0] = u;
     }
   };
   auto load = [&](uint4 (&buf)[R][U], int64_t u, int64_t b) {
@@ -165,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, E == Epi::kRope ? 3 : 2) fused_gemv_
     if constexpr (E == Epi::kStore || E == Epi::kAdd) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const int64_t n = 2 * u + r;
+        const int64_t n = R * u + r;
         if (n >= a.n) break;
         const float b = bias ? to_f32(bias[n]) : 0.0f;
         if constexpr (E == Epi::kStore) {
@@ -254,10 +258,26 @@ int64_t resident_blocks(K kernel, size_t smem) {
   return static_cast<int64_t>(per_sm) * sm_count();
 }
 
+// Whether the kWide form runs: store / add when the row pairs still occupy >= 90% of the warps
+// resident in the plain form (8B o and down: 2,048 pairs on 2,112 warps; the 1B's 1,024 pairs
+// would idle half of them), rope when its units outnumber those warps (8B q/k/v, not 1B).
 template <Epi E, Activation A, typename T>
-void launch_t(const Args& a) {
+bool wide(const Args& a, size_t smem) {
+  if constexpr (E == Epi::kGated) {
+    return false;
+  } else {
+    const int64_t warps = resident_blocks(fused_gemv_kernel<E, A, T, false>, smem) * kWarps;
+    if constexpr (E == Epi::kRope) return a.units > warps;
+    else return 10 * ceil_div(a.n, 2) >= 9 * warps;
+  }
+}
+
+template <Epi E, Activation A, typename T>
+void launch_t(Args a) {
   const size_t smem = static_cast<size_t>(a.k) * 2 * (a.norm_w ? 2 : 1);
-  auto kernel = fused_gemv_kernel<E, A, T>;
+  const bool w2 = wide<E, A, T>(a, smem);
+  if ((E == Epi::kStore || E == Epi::kAdd) && w2) a.units = ceil_div(a.n, 2);
+  auto kernel = w2 ? fused_gemv_kernel<E, A, T, true> : fused_gemv_kernel<E, A, T, false>;
   const int64_t grid = std::min(ceil_div(a.units, kWarps), resident_blocks(kernel, smem));
   launch_kernel(kernel, dim3(static_cast<unsigned>(std::max<int64_t>(grid, 1))), dim3(kThreads), smem, programmatic_launch(), a);
 }
@@ -310,8 +330,7 @@ void CudaBackend::matmul_add(const Tensor& x, const Tensor& w, const Tensor* bia
     return;
   }
   Args a = base_args(x, nullptr, w, bias, resid);
-  a.n = w.dim(0);
-  a.units = ceil_div(a.n, 2);
+  a.n = a.units = w.dim(0);
   launch<Epi::kAdd, Activation::kSiLU>(a, x.dtype());
 }
 
@@ -321,8 +340,7 @@ void CudaBackend::norm_matmul(const Tensor& x, const NormArgs& norm, const Tenso
     return;
   }
   Args a = base_args(x, &norm, w, bias, y);
-  a.n = w.dim(0);
-  a.units = ceil_div(a.n, 2);
+  a.n = a.units = w.dim(0);
   launch<Epi::kStore, Activation::kSiLU>(a, x.dtype());
 }
 
