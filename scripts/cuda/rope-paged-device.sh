@@ -32,14 +32,7 @@ tokens() {  # NAME DIR
 wait_for ck-1b && tokens 1b "$ck/ck-1b"
 wait_for ck-8b && tokens 8b "$ck/ck-8b"
 serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
-for r in 1 2 3; do
-  for c in "fused:MLXB_PAGED_ROPE=1" "unfused:MLXB_PAGED_ROPE=0" "fused512:MLXB_PAGED_ROPE=1 MLXB_PAGED_SPLIT_KEYS=512"; do
-    [[ $(left) -lt 30 ]] && break 2
-    step "serve_8b_${c%%:*}_$r" 30 'aggregate|TTFT' env ${c#*:} "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  done
-done
-for c in "fused:MLXB_PAGED_ROPE=1" "unfused:MLXB_PAGED_ROPE=0"; do
-  [[ $(left) -lt 20 ]] && break
-  step "serve_1b_${c%%:*}" 20 'aggregate' env ${c#*:} "${serve[@]}" --model "$ck/ck-1b" --kv-gb 8
-done
+serve_ab 8b 3 30 'aggregate|TTFT' "fused:MLXB_PAGED_ROPE=1" "unfused:MLXB_PAGED_ROPE=0" \
+  "fused512:MLXB_PAGED_ROPE=1 MLXB_PAGED_SPLIT_KEYS=512" -- "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+serve_ab 1b 1 20 'aggregate' "fused:MLXB_PAGED_ROPE=1" "unfused:MLXB_PAGED_ROPE=0" -- "${serve[@]}" --model "$ck/ck-1b" --kv-gb 8
 stamp done

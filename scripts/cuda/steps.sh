@@ -56,3 +56,25 @@ device_setup() {
 }
 left() { echo $((deadline - $(date +%s))); }
 test_deps() { [[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz; return 0; }
+
+# serve_ab TAG ROUNDS LIMIT FILTER VARIANT... -- CMD...: the serving A/B, alternating. Each of
+# ROUNDS rounds runs every VARIANT ("LABEL:VAR=VALUE [VAR=VALUE ..]") in order as
+# `step serve_TAG_LABEL_ROUND LIMIT FILTER env VAR=VALUE.. CMD...` (no _ROUND when ROUNDS is 1);
+# stops (returning 0) once fewer than LIMIT seconds are left to the deadline.
+#   serve_ab 8b 3 30 'aggregate|TTFT' "a:X=0" "b:X=1" -- "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+serve_ab() {
+  local tag=$1 rounds=$2 limit=$3 filter=$4 r v name
+  shift 4
+  local -a variants=()
+  while [[ $# -gt 0 && $1 != -- ]]; do variants+=("$1"); shift; done
+  shift  # the --
+  for ((r = 1; r <= rounds; r++)); do
+    for v in "${variants[@]}"; do
+      [[ $(left) -lt $limit ]] && return 0
+      name=serve_${tag}_${v%%:*}
+      ((rounds > 1)) && name+=_$r
+      # shellcheck disable=SC2086  # the variant's settings split into words, as env arguments
+      step "$name" "$limit" "$filter" env ${v#*:} "$@"
+    done
+  done
+}

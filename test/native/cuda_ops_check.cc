@@ -759,8 +759,7 @@ void bench_paged(int64_t rows, int64_t dim) {
   const Mode modes[] = {{"1", "1", "512", "0", "split 1st  keys=512"},     {"1", "2", "512", "0", "split 2nd  keys=512"},
                         {"1", "2", "256", "1", "split 2nd balanced 256"}, {"1", "2", "384", "1", "split 2nd balanced 384"},
                         {"1", "2", "512", "1", "split 2nd balanced 512"}, {"1", "2", "640", "1", "split 2nd balanced 640"},
-                        {"1", "2", "640", "1", "640, keys in regs (2/SM)", "2"}, {"1", "2", "640", "1", "640, keys in regs (3/SM)", "3"},
-                        {"1", "2", "384", "1", "384, keys in regs (2/SM)", "2"}, {"1", "2", "512", "1", "512, keys in regs (3/SM)", "3"},
+                        {"1", "2", "640", "1", "640, keys in regs (2/SM)", "2"}, {"1", "2", "384", "1", "384, keys in regs (2/SM)", "2"},
                         {"0", "2", "512", "1", "single-block"}};
   for (const Mode& md : modes) {
     setenv("MLXB_PAGED_SPLIT", md.split, 1);

@@ -16,6 +16,9 @@
 // programmatically (MLXB_CUDA_PDL=0: not): the first weights load while the previous kernel
 // still runs, and the kernel waits for it before reading x.
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "backend/cuda/backend.h"
 #include "backend/cuda/activation.cuh"
@@ -247,37 +250,53 @@ __global__ void __launch_bounds__(kThreads, E == Epi::kRope && kWide ? 3 : 2) fu
   }
 }
 
-// Blocks resident at once (persistent grid), per kernel instantiation and shared memory size.
+// Blocks resident at once (persistent grid), per kernel instantiation and shared memory size;
+// asked of the runtime once per pair (a launch on the decode path must not pay for the query).
 template <typename K>
 int64_t resident_blocks(K kernel, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, size_t>, int64_t> known;
+  const std::pair<const void*, size_t> key{reinterpret_cast<const void*>(kernel), smem};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(key);
+  if (it != known.end()) return it->second;
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess || per_sm < 1) {
     cudaGetLastError();
     per_sm = 1;
   }
-  return static_cast<int64_t>(per_sm) * sm_count();
+  const int64_t blocks = static_cast<int64_t>(per_sm) * sm_count();
+  known.emplace(key, blocks);
+  return blocks;
 }
 
-// Whether the kWide form runs: store / add when the row pairs still occupy >= 90% of the warps
-// resident in the plain form (8B o and down: 2,048 pairs on 2,112 warps; the 1B's 1,024 pairs
-// would idle half of them), rope when its units outnumber those warps (8B q/k/v, not 1B).
+// Whether the kWide form runs, and the units it takes: store / add when the row pairs still
+// occupy >= 90% of the warps resident in the plain form (8B o and down: 2,048 pairs on 2,112
+// warps; the 1B's 1,024 pairs would idle half of them), rope when its units outnumber those warps
+// (8B q/k/v, not 1B).
+struct Form {
+  bool wide = false;
+  int64_t units = 0;
+};
+
 template <Epi E, Activation A, typename T>
-bool wide(const Args& a, size_t smem) {
+Form form(const Args& a, size_t smem) {
   if constexpr (E == Epi::kGated) {
-    return false;
+    return {false, a.units};
   } else {
     const int64_t warps = resident_blocks(fused_gemv_kernel<E, A, T, false>, smem) * kWarps;
-    if constexpr (E == Epi::kRope) return a.units > warps;
-    else return 10 * ceil_div(a.n, 2) >= 9 * warps;
+    if constexpr (E == Epi::kRope) return {a.units > warps, a.units};
+    else if (10 * ceil_div(a.n, 2) >= 9 * warps) return {true, ceil_div(a.n, 2)};
+    else return {false, a.units};
   }
 }
 
 template <Epi E, Activation A, typename T>
 void launch_t(Args a) {
   const size_t smem = static_cast<size_t>(a.k) * 2 * (a.norm_w ? 2 : 1);
-  const bool w2 = wide<E, A, T>(a, smem);
-  if ((E == Epi::kStore || E == Epi::kAdd) && w2) a.units = ceil_div(a.n, 2);
-  auto kernel = w2 ? fused_gemv_kernel<E, A, T, true> : fused_gemv_kernel<E, A, T, false>;
+  const Form f = form<E, A, T>(a, smem);
+  a.units = f.units;
+  auto kernel = f.wide ? fused_gemv_kernel<E, A, T, true> : fused_gemv_kernel<E, A, T, false>;
   const int64_t grid = std::min(ceil_div(a.units, kWarps), resident_blocks(kernel, smem));
   launch_kernel(kernel, dim3(static_cast<unsigned>(std::max<int64_t>(grid, 1))), dim3(kThreads), smem, programmatic_launch(), a);
 }

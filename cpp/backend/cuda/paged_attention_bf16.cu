@@ -538,7 +538,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans_at(uint32_t (&r)[4], uint32_t 
 // Register loads stream ~30 GB/s per SM where cp.async plateaus near 20-24 (cuda_ops_check
 // --stream-probe, scripts/cuda/NOTES.md).
 // kRegK = 0: keys through the ring; 2: in registers, at most 2 blocks per SM at D = 128 (181
-// registers); 3: in registers, 3 blocks per SM (168 registers, a few spilled).
+// registers). (A 3-blocks-per-SM form, kRegK = 3, lost everywhere and was removed.)
 template <int D, int kG, int kRegK = 0>
 __global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK == 2 ? 2 : 3) : 4) paged_split2_kernel(SplitArgs a) {
   using L = SplitLayout<D>;
@@ -884,12 +884,10 @@ void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool secon
     MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     configured = true;
   }
   dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
   if (second && regk == 2) launch_kernel(paged_split2_kernel<D, kG, 2>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
-  else if (second && regk == 3) launch_kernel(paged_split2_kernel<D, kG, 3>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
   else if (second) launch_kernel(paged_split2_kernel<D, kG>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
   else paged_split_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
   MLXB_CUDA_LAUNCHED("paged_attention (split)");
@@ -908,13 +906,12 @@ bool split_second() {
   const char* e = std::getenv("MLXB_PAGED_SPLIT_KERNEL");
   return !(e && e[0] == '1');
 }
-// MLXB_PAGED_REGK=1 (or 2): paged_split2_kernel loads the keys into registers (kRegK = 2), not
-// through the ring; =3: the same at 3 blocks per SM (kRegK = 3). Read at each call (the checks
-// flip it). Returns the kRegK to launch.
+// MLXB_PAGED_REGK=1 (any value but empty or starting with '0'): paged_split2_kernel loads the
+// keys into registers (kRegK = 2), not through the ring. Read at each call (the checks flip it).
+// Returns the kRegK to launch.
 int split_regk() {
   const char* e = std::getenv("MLXB_PAGED_REGK");
-  if (!e || !e[0] || e[0] == '0') return 0;
-  return e[0] == '3' ? 3 : 2;
+  return !e || !e[0] || e[0] == '0' ? 0 : 2;
 }
 // MLXB_PAGED_SPLIT_BALANCED=0: splits of `unit` keys and a short last one; otherwise splits of
 // equal size (row_split). Read at each call.

@@ -156,6 +156,19 @@ void stream_probe() {
   Scratch m(bytes, "the stream probe matrix"), sink(64, "the stream probe sink");
   MLXB_CUDA_OK(cudaMemsetAsync(m.p, 1, bytes, stream()));
   const int sms = sm_count();
+  // The probes that read into registers (one signature), reported in this order.
+  struct RegProbe {
+    const char* what;
+    void (*k)(const uint4*, int64_t, int64_t, uint32_t*);
+  };
+  static const RegProbe kRegProbes[] = {
+      {"ldg U=4 (regs)", probe_ldg<4>},
+      {"ldg U=8 (regs)", probe_ldg<8>},
+      {"tile 8 rows x 64 B, 4 in flight", probe_tile<8, 2>},
+      {"tile 8 rows x 64 B, 8 in flight", probe_tile<8, 4>},
+      {"tile 8 rows x 64 B, 16 in flight", probe_tile<8, 8>},
+      {"tile 4 rows x 128 B, 8 in flight", probe_tile<4, 2>},
+  };
   auto report = [&](const char* what, int blocks, int warps, double ms) {
     std::printf("stream %-34s blocks %4d x %2d warps (%5.1f warps/SM)  %7.1f us  %6.0f GB/s  %5.1f GB/s per SM\n", what, blocks, warps,
                 static_cast<double>(blocks) * warps / sms, ms * 1e3, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / sms);
@@ -163,24 +176,11 @@ void stream_probe() {
   for (int per_sm : {1, 2, 4}) {
     for (int warps : {4, 8}) {
       const int blocks = sms * per_sm;
-      report("ldg U=4 (regs)", blocks, warps, time_launches([&] {
-               probe_ldg<4><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
-             }, 20));
-      report("ldg U=8 (regs)", blocks, warps, time_launches([&] {
-               probe_ldg<8><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
-             }, 20));
-      report("tile 8 rows x 64 B, 4 in flight", blocks, warps, time_launches([&] {
-               probe_tile<8, 2><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
-             }, 20));
-      report("tile 8 rows x 64 B, 8 in flight", blocks, warps, time_launches([&] {
-               probe_tile<8, 4><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
-             }, 20));
-      report("tile 8 rows x 64 B, 16 in flight", blocks, warps, time_launches([&] {
-               probe_tile<8, 8><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
-             }, 20));
-      report("tile 4 rows x 128 B, 8 in flight", blocks, warps, time_launches([&] {
-               probe_tile<4, 2><<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
-             }, 20));
+      for (const auto& p : kRegProbes) {
+        report(p.what, blocks, warps, time_launches([&] {
+                 p.k<<<blocks, warps * 32, 0, stream()>>>(m.as<uint4>(), rows, cols / 8, sink.as<uint32_t>());
+               }, 20));
+      }
       for (int s : {4, 8}) {
         const size_t sm_bytes = static_cast<size_t>(warps) * s * 512;
         auto k = s == 4 ? probe_cpasync<4> : probe_cpasync<8>;
