@@ -26,12 +26,11 @@ grep -E '^enum ' "$logs/lt_enum.txt" | grep -v 'ids,' | sort -t' ' -k4 | awk '{p
 picks=$(grep '^pickall' "$logs/lt_enum.txt" | awk '{print $2}' | paste -sd, -)
 echo "MLXB_CUBLASLT_PICK=$picks"
 # The built-in picks (cublaslt.cc, on sm_90 by default) against none and against this run's picks.
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 if [[ -n $picks ]] && wait_for ck-8b; then
   for r in 1 2; do
-    step serve_8b_none$r 80 'aggregate' env MLXB_CUBLASLT_PICK=none "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-    step serve_8b_builtin$r 80 'aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-    step serve_8b_picks$r 80 'aggregate' env MLXB_CUBLASLT_PICK="$picks" "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+    step serve_8b_none$r 80 'aggregate' env MLXB_CUBLASLT_PICK=none "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+    step serve_8b_builtin$r 80 'aggregate' "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+    step serve_8b_picks$r 80 'aggregate' env MLXB_CUBLASLT_PICK="$picks" "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
   done
 fi
 stamp done

@@ -23,12 +23,11 @@ export MLXB_NATIVE_PATH=$PWD/build-dev/mlxb.node
 step lt_sweep 120 '^pick|FAIL' ./build-dev/cuda_ops_check --lt-sweep 32
 picks=$(grep '^pick' "$logs/lt_sweep.txt" | awk '{print $2}' | paste -sd, -)
 echo "MLXB_CUBLASLT_PICK=$picks"
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 if wait_for ck-8b; then
-  step serve_8b_default 80 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_picks 80 'TTFT|aggregate' env MLXB_CUBLASLT_PICK="$picks" "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_default2 80 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_picks2 80 'TTFT|aggregate' env MLXB_CUBLASLT_PICK="$picks" "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_default 80 'TTFT|aggregate' "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_picks 80 'TTFT|aggregate' env MLXB_CUBLASLT_PICK="$picks" "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_default2 80 'TTFT|aggregate' "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_picks2 80 'TTFT|aggregate' env MLXB_CUBLASLT_PICK="$picks" "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 fi
 if command -v ncu >/dev/null; then
   # The split kernel at the 32-row 8B shape with its default unit (launches 403..: see bench_paged).

@@ -31,16 +31,15 @@ if command -v cuobjdump >/dev/null && [[ -n $obj ]]; then
   cuobjdump -sass "$obj" > "$logs/sass.txt" 2>&1
   awk '/Function :/ {f=$3} /^ +\/\*[0-9a-f]+\*\// {n[f]++} END {for (k in n) if (k ~ /split/) print n[k], k}' "$logs/sass.txt" | sort -k2
 fi
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 wait_for ck-1b && step engine_1b 60 '.' node scripts/cuda/engine-check.mjs --device cuda "$ck/ck-1b"
 if wait_for ck-8b; then
   first=(env MLXB_PAGED_SPLIT_KERNEL=1 MLXB_PAGED_SPLIT_BALANCED=0 MLXB_PAGED_SPLIT_KEYS=512)
-  step serve_8b_first 75 'TTFT|aggregate' "${first[@]}" "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_default 75 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_single 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT=0 "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_default2 75 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_first2 75 'TTFT|aggregate' "${first[@]}" "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_single2 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT=0 "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-  step serve_8b_default3 75 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_first 75 'TTFT|aggregate' "${first[@]}" "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_default 75 'TTFT|aggregate' "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_single 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT=0 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_default2 75 'TTFT|aggregate' "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_first2 75 'TTFT|aggregate' "${first[@]}" "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_single2 75 'TTFT|aggregate' env MLXB_PAGED_SPLIT=0 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step serve_8b_default3 75 'TTFT|aggregate' "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 fi
 stamp done

@@ -30,8 +30,7 @@ tokens() {  # NAME DIR
 }
 wait_for ck-1b && tokens 1b "$ck/ck-1b"
 wait_for ck-8b && tokens 8b "$ck/ck-8b"
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 variants=("ring:MLXB_PAGED_REGK=0" "regk2:MLXB_PAGED_REGK=1")
-serve_ab 8b 3 30 'aggregate|TTFT' "${variants[@]}" -- "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-serve_ab 1b 1 20 'aggregate' "${variants[@]}" -- "${serve[@]}" --model "$ck/ck-1b" --kv-gb 8
+serve_ab 8b 3 30 'aggregate|TTFT' "${variants[@]}" -- "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+serve_ab 1b 1 20 'aggregate' "${variants[@]}" -- "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
 stamp done

@@ -46,9 +46,8 @@ wait_for ck-1b-q4 && same 1bq4 "$ck/ck-1b-q4" && bench 1bq4 "$ck/ck-1b-q4"
 same 1b "$ck/ck-1b"; bench 1b "$ck/ck-1b"
 wait_for ck-8b-q4 && same 8bq4 "$ck/ck-8b-q4" && bench 8bq4 "$ck/ck-8b-q4"
 bench 8b "$ck/ck-8b"
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 for r in 1 2; do
   [[ $(left) -lt 30 ]] && break
-  step "serve_8b_$r" 30 'aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+  step "serve_8b_$r" 30 'aggregate' "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 done
 stamp done

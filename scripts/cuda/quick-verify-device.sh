@@ -40,9 +40,8 @@ step cuda_quant_check 60 'FAIL|PASSED|failures' ./build-dev/cuda_quant_check
 step graph_check 60 'FAIL|CHECK' node scripts/cuda/graph-check.mjs 50
 step engine_check 90 'concurrent|alone|FAIL|Error' node scripts/cuda/engine-check.mjs --device cuda test/fixtures/models/llama \
   test/fixtures/models/qwen3 test/fixtures/models/gemma3_text test/fixtures/models/gemma2
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
-wait_ckpt 1b && step serve_1b 60 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-1b"
-wait_ckpt 8b && step serve_8b 80 'TTFT|aggregate' "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+wait_ckpt 1b && step serve_1b 60 'TTFT|aggregate' "${serve32[@]}" --model "$ck/ck-1b"
+wait_ckpt 8b && step serve_8b 80 'TTFT|aggregate' "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 if [[ -n ${MLXB_QV_Q4:-} ]]; then
   for s in 1b 8b; do
     wait_ckpt "$s-q4" && step "bench_${s}q4" 90 '^(prefill|decode)' node scripts/bench/bench.mjs --model "$ck/ck-$s-q4" --device cuda --runs 2

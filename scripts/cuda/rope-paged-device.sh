@@ -31,8 +31,7 @@ tokens() {  # NAME DIR
 }
 wait_for ck-1b && tokens 1b "$ck/ck-1b"
 wait_for ck-8b && tokens 8b "$ck/ck-8b"
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 serve_ab 8b 3 30 'aggregate|TTFT' "fused:MLXB_PAGED_ROPE=1" "unfused:MLXB_PAGED_ROPE=0" \
-  "fused512:MLXB_PAGED_ROPE=1 MLXB_PAGED_SPLIT_KEYS=512" -- "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
-serve_ab 1b 1 20 'aggregate' "fused:MLXB_PAGED_ROPE=1" "unfused:MLXB_PAGED_ROPE=0" -- "${serve[@]}" --model "$ck/ck-1b" --kv-gb 8
+  "fused512:MLXB_PAGED_ROPE=1 MLXB_PAGED_SPLIT_KEYS=512" -- "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+serve_ab 1b 1 20 'aggregate' "fused:MLXB_PAGED_ROPE=1" "unfused:MLXB_PAGED_ROPE=0" -- "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
 stamp done

@@ -23,15 +23,14 @@ if [[ -z ${ROWS_QUICK:-} ]]; then  # ROWS_QUICK=1: the few-row checks and timing
 step ops_check 120 'FAIL|PASSED|failures' env MLXB_ROWS_GEMM=1 ./build-dev/cuda_ops_check
 step engine_check 60 'concurrent|FAIL|Error' env MLXB_ROWS_GEMM=1 node scripts/cuda/engine-check.mjs --device cuda test/fixtures/models/llama test/fixtures/models/qwen3
 fi
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 wait_for ck-8b && for r in $(seq 1 ${ROWS_ROUNDS:-3}); do
   for c in "rows:MLXB_ROWS_GEMM=1" "lt:MLXB_ROWS_GEMM=0"; do
     [[ $(left) -lt 30 ]] && break 2
-    step "serve_8b_${c%%:*}_$r" 40 'aggregate|TTFT' env ${c#*:} "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+    step "serve_8b_${c%%:*}_$r" 40 'aggregate|TTFT' env ${c#*:} "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
   done
 done
 wait_for ck-1b && for c in "rows:MLXB_ROWS_GEMM=1" "lt:MLXB_ROWS_GEMM=0"; do
   [[ $(left) -lt 20 ]] && break
-  step "serve_1b_${c%%:*}" 25 'aggregate' env ${c#*:} "${serve[@]}" --model "$ck/ck-1b" --kv-gb 8
+  step "serve_1b_${c%%:*}" 25 'aggregate' env ${c#*:} "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
 done
 stamp done

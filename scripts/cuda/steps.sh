@@ -57,11 +57,14 @@ device_setup() {
 left() { echo $((deadline - $(date +%s))); }
 test_deps() { [[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz; return 0; }
 
+# The issue-6 serving benchmark: 32 streams through the engine API, 512-token prompts, 128 generated.
+serve32=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
+
 # serve_ab TAG ROUNDS LIMIT FILTER VARIANT... -- CMD...: the serving A/B, alternating. Each of
 # ROUNDS rounds runs every VARIANT ("LABEL:VAR=VALUE [VAR=VALUE ..]") in order as
 # `step serve_TAG_LABEL_ROUND LIMIT FILTER env VAR=VALUE.. CMD...` (no _ROUND when ROUNDS is 1);
 # stops (returning 0) once fewer than LIMIT seconds are left to the deadline.
-#   serve_ab 8b 3 30 'aggregate|TTFT' "a:X=0" "b:X=1" -- "${serve[@]}" --model "$ck/ck-8b" --kv-gb 8
+#   serve_ab 8b 3 30 'aggregate|TTFT' "a:X=0" "b:X=1" -- "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 serve_ab() {
   local tag=$1 rounds=$2 limit=$3 filter=$4 r v name
   shift 4

@@ -40,17 +40,16 @@ timeout 150 python3 scripts/cuda/l1_oracle.py test/fixtures/models /tmp/l1 > "$o
 step l1_check 60 '.' node scripts/cuda/l1-check.mjs /tmp/l1
 step vitest_gpu 150 'Test Files|Tests|FAIL|✗|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-ops.test.ts \
   test/cuda-runop.test.ts test/cuda-quant.test.ts test/cuda-sampling.test.ts test/addon.test.ts
-serve=(node scripts/bench/serve.mjs --device cuda --prompt 512 --gen 128 --prefill-chunk 512 --prefill-budget 4096 --streams 32 --direct)
 wait_ckpt 1b && {
   step bench_1b 100 '^prefill|^decode' node scripts/bench/bench.mjs --model /tmp/ck-1b --device cuda --runs 3
-  step serve_1b 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-1b
-  step serve_1b_inv 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-1b --batch-invariant
+  step serve_1b 90 'TTFT|aggregate' "${serve32[@]}" --model /tmp/ck-1b
+  step serve_1b_inv 90 'TTFT|aggregate' "${serve32[@]}" --model /tmp/ck-1b --batch-invariant
 }
 [[ $big == 1 ]] && wait_ckpt 8b && {
   step bench_8b 120 '^prefill|^decode' node scripts/bench/bench.mjs --model /tmp/ck-8b --device cuda --runs 2
-  step serve_8b 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
-  step serve_8b_inv 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 8 --batch-invariant
-  step serve_8b_notune 90 'TTFT|aggregate' env MLXB_CUBLASLT_TUNE=0 "${serve[@]}" --model /tmp/ck-8b --kv-gb 8
-  step serve_8b_256 90 'TTFT|aggregate' "${serve[@]}" --model /tmp/ck-8b --kv-gb 24 --streams 256
+  step serve_8b 90 'TTFT|aggregate' "${serve32[@]}" --model /tmp/ck-8b --kv-gb 8
+  step serve_8b_inv 90 'TTFT|aggregate' "${serve32[@]}" --model /tmp/ck-8b --kv-gb 8 --batch-invariant
+  step serve_8b_notune 90 'TTFT|aggregate' env MLXB_CUBLASLT_TUNE=0 "${serve32[@]}" --model /tmp/ck-8b --kv-gb 8
+  step serve_8b_256 90 'TTFT|aggregate' "${serve32[@]}" --model /tmp/ck-8b --kv-gb 24 --streams 256
 }
 stamp "done"
