@@ -537,10 +537,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans_at(uint32_t (&r)[4], uint32_t 
 // (q_dim), so the sums are the same products in another order of d. Only V goes through the ring.
 // Register loads stream ~30 GB/s per SM where cp.async plateaus near 20-24 (cuda_ops_check
 // --stream-probe, scripts/cuda/NOTES.md).
-// kRegK = 0: keys through the ring; 2: in registers, at most 2 blocks per SM at D = 128 (181
-// registers). (A 3-blocks-per-SM form, kRegK = 3, lost everywhere and was removed.)
-template <int D, int kG, int kRegK = 0>
-__global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK == 2 ? 2 : 3) : 4) paged_split2_kernel(SplitArgs a) {
+// kRegK false: keys through the ring; true: in registers, at most 2 blocks per SM at D = 128 (181
+// registers). (A 3-blocks-per-SM form of it lost everywhere and was removed.)
+template <int D, int kG, bool kRegK = false>
+__global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK ? 2 : 3) : 4) paged_split2_kernel(SplitArgs a) {
   using L = SplitLayout<D>;
   constexpr int LD = L::ld, KS = D / 16, DT = D / 16, CQ = D / 64;
   constexpr uint32_t kRow = LD * 2, kSlot = 16 * kRow;  // bytes per shared row, per ring slot (16 keys)
@@ -877,17 +877,17 @@ __global__ void paged_combine_kernel(SplitArgs a, int grid_splits) {
 }
 
 template <int D, int kG>
-void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool second, int regk) {
+void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool second, bool regk) {
   constexpr size_t bytes = SplitLayout<D>::bytes;
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
     MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     configured = true;
   }
   dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
-  if (second && regk == 2) launch_kernel(paged_split2_kernel<D, kG, 2>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
+  if (second && regk) launch_kernel(paged_split2_kernel<D, kG, true>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
   else if (second) launch_kernel(paged_split2_kernel<D, kG>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
   else paged_split_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
   MLXB_CUDA_LAUNCHED("paged_attention (split)");
@@ -907,11 +907,10 @@ bool split_second() {
   return !(e && e[0] == '1');
 }
 // MLXB_PAGED_REGK=1 (any value but empty or starting with '0'): paged_split2_kernel loads the
-// keys into registers (kRegK = 2), not through the ring. Read at each call (the checks flip it).
-// Returns the kRegK to launch.
-int split_regk() {
+// keys into registers (kRegK), not through the ring. Read at each call (the checks flip it).
+bool split_regk() {
   const char* e = std::getenv("MLXB_PAGED_REGK");
-  return !e || !e[0] || e[0] == '0' ? 0 : 2;
+  return e && e[0] && e[0] != '0';
 }
 // MLXB_PAGED_SPLIT_BALANCED=0: splits of `unit` keys and a short last one; otherwise splits of
 // equal size (row_split). Read at each call.
@@ -991,7 +990,7 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   a.unit = unit;
   a.balanced = split_balanced();
   const bool second = split_second();
-  const int regk = split_regk();
+  const bool regk = split_regk();
   a.bs_shift = shift;
   a.hq = ihq;
   a.hkv = ihkv;
