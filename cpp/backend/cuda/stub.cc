@@ -1,6 +1,7 @@
 // The CUDA backend of a build without nvcc: every use says so.
 #include "backend/cuda/cublaslt_sweep.h"
 #include "backend/cuda/matmul_rows.h"
+#include "backend/cuda/qgemv_tma.h"
 #include "backend/cuda/stream_probe.h"
 #include "ops/backends.h"
 
@@ -23,3 +24,10 @@ void stream_probe() { fail(ErrorCode::kNotBuilt, "this build has no CUDA backend
 void set_rows_gemm_enabled(bool) {}
 
 }  // namespace mlxb::cuda
+
+namespace mlxb::cuda::qmm {
+
+int64_t qgemv_tma_launches() { return 0; }
+bool qgemv_tma_available() { return false; }
+
+}  // namespace mlxb::cuda::qmm
