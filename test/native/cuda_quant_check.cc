@@ -10,6 +10,7 @@
 //   cuda_quant_check --bench    also times the 4-bit kernels at Llama-3 8B / 1B shapes
 //   cuda_quant_check --fused-bench  only the fused one-row ops against the ops they replace
 //   cuda_quant_check --tma-bench    only the one-row timings of qgemv_tma and qgemv_tcp (variants 12, 13)
+//   cuda_quant_check --row-bench    only the one-row timings of qgemv_row and qgemv_tcp (variants 14, 13)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/qgemv_row.h"
 #include "backend/cuda/qgemv_tma.h"
 #include "ops/ops.h"
 #include "quant/affine.h"
@@ -335,10 +337,13 @@ QuantWeight random_device_weight(int64_t n, int64_t k, int bits, int gs) {
 }
 
 // The kernel variants timed (MLXB_QGEMV_VARIANT; 3-6 were slower on the H200 and are left out;
-// 12 is qgemv_tma, 13 qgemv_tcp, the two one-row defaults).
-constexpr int kBenchVariants[] = {0, 2, 7, 8, 9, 10, 11, 12, 13};
+// 12 is qgemv_tma, 13 qgemv_tcp, 14 qgemv_row: the one-row kernels).
+constexpr int kBenchVariants[] = {0, 2, 7, 8, 9, 10, 11, 12, 13, 14};
 
-void bench(bool tma_only) {
+// only: 0 all variants, else the one-row pair timed alone (12 and 13, or 14 and 13).
+void bench(int only) {
+  const bool tma_only = only != 0;
+  auto skip = [&](int v) { return only != 0 && v != only && v != 13; };
   std::printf("\n-- timing (bf16 activations, bf16 scales; weights rotated over copies so runs do not hit L2)\n");
   struct G { int64_t n, k; const char* what; int bits; } gs[] = {
       {6144, 4096, "8B qkv", 4}, {4096, 4096, "8B o", 4}, {28672, 4096, "8B gate+up", 4}, {14336, 4096, "8B gate", 4},
@@ -359,7 +364,7 @@ void bench(bool tma_only) {
       Tensor x = host_tensor(random_vec(g.k, -1, 1, DType::BF16), {1, g.k}, DType::BF16).to(Device::kCUDA);
       Tensor y = Tensor::empty({1, g.n / 2}, DType::BF16, Device::kCUDA);
       for (int v : kBenchVariants) {
-        if (v == 2 || (tma_only && v != 12 && v != 13)) continue;  // the CUDA-core GEMV has no gated form
+        if (v == 2 || skip(v)) continue;  // the CUDA-core GEMV has no gated form
         setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
         int i = 0;
         double ms = time_ms([&] { ops::qgated_matmul(x, ws[i++ % copies], nullptr, Activation::kSiLU, y); }, 200);
@@ -372,7 +377,7 @@ void bench(bool tma_only) {
     // (MLXB_QGEMV_VARIANT, see backend/cuda/qmm.cuh).
     for (int v : kBenchVariants) {
       for (int64_t m : {1, 4}) {
-        if ((v > 0 && (m > 1 || g.bits != 4)) || (tma_only && (m > 1 || (v != 12 && v != 13)))) continue;
+        if ((v > 0 && (m > 1 || g.bits != 4)) || (tma_only && (m > 1 || skip(v)))) continue;
         setenv("MLXB_QGEMV_VARIANT", std::to_string(v).c_str(), 1);
         Tensor x = host_tensor(random_vec(m * g.k, -1, 1, DType::BF16), {m, g.k}, DType::BF16).to(Device::kCUDA);
         Tensor y = Tensor::empty({m, g.n}, DType::BF16, Device::kCUDA);
@@ -454,7 +459,11 @@ int main(int argc, char** argv) {
   if (skip_without_cuda()) return 0;
   bool do_bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
   if (argc > 1 && std::strcmp(argv[1], "--tma-bench") == 0) {  // only the two one-row defaults, M = 1
-    bench(true);
+    bench(12);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--row-bench") == 0) {  // qgemv_row against qgemv_tcp, M = 1
+    bench(14);
     return 0;
   }
   const bool fused_bench = argc > 1 && std::strcmp(argv[1], "--fused-bench") == 0;
@@ -529,6 +538,19 @@ int main(int argc, char** argv) {
         ++idx;
       }
     for (DType od : {F, B, H}) check_qembedding(1000, 2048, 17, 4, 64, B, od, 1.0f);
+    // Shapes qgemv_row takes (K a multiple of 8 groups; odd N: a partial last unit of 4 rows or
+    // 2 gated outputs; K split from 1 to 8 ways; both 16-bit scale and activation dtypes).
+    idx = 0;
+    for (int gs : {64, 128})
+      for (DType sd : {B, H})
+        for (DType xd : {B, H}) {
+          const Activation acts[] = {Activation::kSiLU, Activation::kGeluExact, Activation::kGeluTanh};
+          check_qmatmul(1, 1 + 37 * idx, 8 * gs * (1 + idx % 4), 4, gs, sd, xd, idx % 2 == 0);
+          check_qgated(1, 1 + 29 * idx, 8 * gs * (1 + (idx + 2) % 4), gs, sd, xd, acts[idx % 3], idx % 2 == 1);
+          ++idx;
+        }
+    check_qmatmul(1, 6, 16384, 4, 128, B, B, true);
+    check_qmatmul(1, 4099, 2048, 4, 64, B, B, false);
     check_errors();
     setenv("MLXB_CUDA_FUSED_STRICT", "1", 1);  // both read once, at the first fused op
     setenv("MLXB_QFUSED_NORM", "1", 1);
@@ -540,7 +562,13 @@ int main(int argc, char** argv) {
     if (!tma_ok) ++failures;
     std::printf("%-4s qgemv_tma ran %ld times%s\n", tma_ok ? "ok" : "FAIL", static_cast<long>(tma),
                 cuda::qmm::qgemv_tma_available() ? "" : " (not available here)");
-    if (do_bench) bench(false);
+    // With MLXB_QGEMV_ROW=1 the one-row cases above that fit qgemv_row ran it.
+    const int64_t row = cuda::qmm::qgemv_row_launches();
+    const bool row_ok = !cuda::qmm::qgemv_row_enabled() || row > 0;
+    if (!row_ok) ++failures;
+    std::printf("%-4s qgemv_row ran %ld times%s\n", row_ok ? "ok" : "FAIL", static_cast<long>(row),
+                cuda::qmm::qgemv_row_enabled() ? "" : " (not on: MLXB_QGEMV_ROW=1)");
+    if (do_bench) bench(0);
     if (do_bench || fused_bench) bench_fused();
   } catch (const Error& e) {
     std::printf("FAIL exception: %s\n", e.what());

@@ -251,13 +251,14 @@ bool qgemv_tc_fits(const Params& p, int bits, DType xd) {
 }
 
 bool qgemv_one_row(const Params& p, DType xd, bool gated, Activation act) {
-  return qgemv_tma(p, xd, gated, act, false) || qgemv_tcp(p, xd, gated, act, 2, false, true);
+  return qgemv_row(p, xd, gated, act, false) || qgemv_tma(p, xd, gated, act, false) || qgemv_tcp(p, xd, gated, act, 2, false, true);
 }
 
-// The default (variant 0) and variants 7-9, 11-13: qgemv_tma or qgemv_tcp for M = 1, then qgemv_tcf;
+// The default (variant 0) and variants 7-9, 11-14: qgemv_row, qgemv_tma or qgemv_tcp for M = 1, then qgemv_tcf;
 // true when one ran.
 static bool fast_paths(const Params& p, DType xd, bool gated, Activation act) {
   const int v = gemv_variant();
+  if ((v == 0 || v == 14) && qgemv_row(p, xd, gated, act, v == 14)) return true;
   if ((v == 0 || v == 12) && qgemv_tma(p, xd, gated, act, v == 12)) return true;
   if ((v == 0 || v == 8 || v == 9 || v == 11 || v == 13) && qgemv_tcp(p, xd, gated, act, v == 9 ? 3 : 2, v == 11, v != 8)) return true;
   return (v == 0 || v == 7) && qgemv_tcf(p, xd, gated, act);

@@ -176,7 +176,8 @@ bool qgemv_tc_fits(const Params& p, int bits, DType xd);
 // permuted in registers; 9, with 3 stages (x paired in shared memory, as the default);
 // 11, the default's qgemv_tcp with K split for half as many warps;
 // 10, the staged kernel of qgemv_tc.cu (the default before qgemv_tcf); 12, qgemv_tma.cu alone
-// (without MLXB_QGEMV_TMA=1); 13, qgemv_tcp's default configuration. The default runs qgemv_tma where it
+// (without MLXB_QGEMV_TMA=1); 13, qgemv_tcp's default configuration; 14, qgemv_row.cu alone (without
+// MLXB_QGEMV_ROW=1). The default runs qgemv_row where it fits and is on, then qgemv_tma where it
 // fits and MLXB_QGEMV_TMA=1, else qgemv_tcp
 // (2 stages) for M = 1, else qgemv_tcf, else the kernels of qgemv_tc.cu.
 // The default qgemv_tcp is launched programmatically (its first weights requested before the
@@ -195,7 +196,12 @@ bool qgemv_tcp(const Params& p, DType xd, bool gated, Activation act, int stages
 // copies (group size 64, 16-bit scales, K a multiple of 512 up to kMaxK = 16384; p.norm_w and p.add
 // as qgemv_tcp). Opt-in, MLXB_QGEMV_TMA=1 (or `forced`).
 bool qgemv_tma(const Params& p, DType xd, bool gated, Activation act, bool forced);
-// The default one-row path of the fused ops: qgemv_tma, else qgemv_tcp's default configuration.
+// qgemv_row.cu: the same for M = 1 with each weight row streamed in contiguous runs straight into
+// registers (group size 64 or 128, 16-bit scales, K a multiple of 8 groups up to 16384; p.norm_w
+// and p.add as qgemv_tcp). On with MLXB_QGEMV_ROW=1 (or `forced`).
+bool qgemv_row(const Params& p, DType xd, bool gated, Activation act, bool forced);
+// The default one-row path of the fused ops: qgemv_row, else qgemv_tma, else qgemv_tcp's default
+// configuration.
 bool qgemv_one_row(const Params& p, DType xd, bool gated, Activation act);
 void qgemv_tc_b4(const Params& p, DType xd);
 void qgated_tc_b4(const Params& p, DType xd, Activation act);

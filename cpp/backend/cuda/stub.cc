@@ -1,6 +1,7 @@
 // The CUDA backend of a build without nvcc: every use says so.
 #include "backend/cuda/cublaslt_sweep.h"
 #include "backend/cuda/matmul_rows.h"
+#include "backend/cuda/qgemv_row.h"
 #include "backend/cuda/qgemv_tma.h"
 #include "backend/cuda/stream_probe.h"
 #include "ops/backends.h"
@@ -29,5 +30,7 @@ namespace mlxb::cuda::qmm {
 
 int64_t qgemv_tma_launches() { return 0; }
 bool qgemv_tma_available() { return false; }
+int64_t qgemv_row_launches() { return 0; }
+bool qgemv_row_enabled() { return false; }
 
 }  // namespace mlxb::cuda::qmm
