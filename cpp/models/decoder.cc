@@ -11,6 +11,7 @@
 #include "models/decode_graph.h"
 #include "models/rows_graph.h"
 #include "models/decoder_rows.h"
+#include "quant/affine.h"
 
 namespace mlxb {
 
@@ -246,15 +247,31 @@ class Decoder final : public Model {
   }
 
   // Every dense weight in the layout its backend's matmul reads fastest (ops::prepare_weight: the
-  // CPU's four-row blocks for bf16 on its bf16-dot path; CUDA keeps them as they are). The parts
+  // CPU's four-row blocks for bf16 on its bf16-dot path; CUDA keeps them as they are), and every
+  // quantized one (ops::prepare_qweight: the CPU's 8-row tiles of 4-bit weights). The parts
   // of a fused projection (q/k/v, gate/up) become row views of the prepared fused weight, as they
   // were of the fused one (no second copy); where the layout cannot cut at a part's rows, the
   // fused weight and its parts stay as loaded. A tied head stays the embedding table's tensor.
   void prepare_weights() {
     auto prep = [](Linear& l) {
       if (l.w.defined()) l.w = ops::prepare_weight(l.w);
+      else if (l.quantized()) l.q = ops::prepare_qweight(l.q);
     };
     auto prep_fused = [&](Linear& fused, std::initializer_list<Linear*> parts) {
+      if (fused.quantized()) {  // likewise for a quantized one (the CPU's 8-row tiles of 4-bit weights)
+        const QuantWeight q = ops::prepare_qweight(fused.q);
+        std::vector<QuantWeight> views;
+        int64_t row = 0;
+        for (Linear* p : parts) {
+          views.push_back(quant::row_view(q, row, row + p->out));
+          if (!views.back().packed.defined()) return;
+          row += p->out;
+        }
+        fused.q = q;
+        size_t i = 0;
+        for (Linear* p : parts) p->q = views[i++];
+        return;
+      }
       if (!fused.w.defined()) {
         for (Linear* p : parts) prep(*p);
         return;

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "quant/affine.h"
+
 namespace mlxb {
 
 WeightLoader::WeightLoader(const WeightStore& store, const ModelConfig& cfg, const LoadOptions& options, bool dry_run)
@@ -66,10 +68,8 @@ Linear linear_rows(const Linear& lin, int64_t begin, int64_t end) {
   r.out = end - begin;
   if (!lin.w.defined() && !lin.quantized()) return r;  // dry run: nothing loaded
   if (lin.quantized()) {
-    r.q.packed = lin.q.packed.slice_rows(begin, end);
-    r.q.scales = lin.q.scales.slice_rows(begin, end);
-    if (lin.q.biases.defined()) r.q.biases = lin.q.biases.slice_rows(begin, end);
-    r.q.rows = r.out;
+    r.q = quant::row_view(lin.q, begin, end);
+    MLXB_CHECK(r.q.packed.defined(), "linear_rows: cut inside a weight tile");
   } else {
     r.w = lin.w.slice_rows(begin, end);
   }

@@ -53,6 +53,9 @@ void Backend::qgated_matmul(const Tensor& x, const QuantWeight& w, const Tensor*
                                           out.describe());
   const int64_t f = w.rows / 2, m = out.numel() / f;
   auto half = [&](int64_t r0) {
+    if (w.tile != 0 && f % w.tile != 0)  // a tile's rows keep their span, so a cut between tiles is a row view
+      fail(ErrorCode::kInvalidArgument, "qgated_matmul: a weight in " + std::to_string(w.tile) + "-row tiles cannot be cut at row " +
+                                            std::to_string(f));
     QuantWeight h = w;
     h.packed = w.packed.slice_rows(r0, r0 + f);
     h.scales = w.scales.slice_rows(r0, r0 + f);

@@ -5,6 +5,7 @@ namespace mlxb::ops {
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) { backend(y.device()).matmul(x, w, bias, y); }
 Tensor prepare_weight(const Tensor& w) { return w.defined() ? backend(w.device()).prepare_weight(w) : w; }
+QuantWeight prepare_qweight(const QuantWeight& w) { return w.packed.defined() ? backend(w.packed.device()).prepare_qweight(w) : w; }
 Tensor prepared_rows(const Tensor& prepared, int64_t r0, int64_t r1) { return backend(prepared.device()).prepared_rows(prepared, r0, r1); }
 void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) { backend(out.device()).embedding(table, ids, scale, out); }
 void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) { backend(y.device()).qmatmul(x, w, bias, y); }

@@ -112,6 +112,12 @@ struct QuantWeight {
   int group_size = 64;
   int64_t rows = 0;  // N
   int64_t cols = 0;  // K
+  // 0: `packed` is row-major [N, K * bits / 32]. 8: the CPU's decode layout (Backend::prepare_qweight;
+  // 4-bit, groups a multiple of 64, K % 128 == 0, N % 8 == 0): the same tensor shape and bytes, each
+  // run of 8 rows stored where those rows were, as pairs of 64-element blocks (64 bytes per row) of
+  // the 8 rows in turn, so a decode tile of 8 rows is one sequential stream (quant::packed_row reads
+  // a row back). Scales and biases stay row-major.
+  int tile = 0;
 };
 
 // Device work recorded once and replayed (a CUDA graph). Memory the recorded ops allocated
@@ -143,6 +149,9 @@ class Backend {
   // Rows [r0, r1) of a weight made by prepare_weight, in the same layout (a view, no copy); an
   // undefined tensor where the layout cannot cut there.
   virtual Tensor prepared_rows(const Tensor& prepared, int64_t r0, int64_t r1) { return prepared.slice_rows(r0, r1); }
+  // The same for a quantized weight (the CPU's 8-row tiles of 4-bit weights, QuantWeight::tile);
+  // rows of it are taken with quant::row_view.
+  virtual QuantWeight prepare_qweight(const QuantWeight& w) { return w; }
 
   // --- ops (shapes in comments; see the conventions above)
   // y[M,N] = x[M,K] · w[N,K]^T (+ bias[N])
@@ -262,6 +271,7 @@ namespace ops {
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
 Tensor prepare_weight(const Tensor& w);  // on w's device (Backend::prepare_weight)
 Tensor prepared_rows(const Tensor& prepared, int64_t r0, int64_t r1);  // Backend::prepared_rows
+QuantWeight prepare_qweight(const QuantWeight& w);                      // on w's device (Backend::prepare_qweight)
 void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out);
 void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y);
 void qembedding(const QuantWeight& table, const Tensor& ids, float scale, Tensor& out);

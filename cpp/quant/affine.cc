@@ -96,6 +96,31 @@ void validate(const QuantWeight& w, const std::string& name) {
     fail(ErrorCode::kInvalidFile, name + ".scales: shape " + w.scales.describe() + " does not match " + std::to_string(w.rows) + " rows of " + std::to_string(w.cols / w.group_size) + " groups of " + std::to_string(w.group_size) + " (wrong group size?)", name + ".scales");
   if (!w.packed.is_contiguous() || !w.scales.is_contiguous() || !w.biases.is_contiguous())
     fail(ErrorCode::kInvalidArgument, name + ": quantized tensors must be contiguous", name);
+  if (w.tile != 0 && (w.tile != kTileRows || !tile_layout_fits(w.bits, w.group_size, w.rows, w.cols)))
+    fail(ErrorCode::kInvalidArgument, name + ": the " + std::to_string(w.tile) + "-row tile layout does not fit a " + std::to_string(w.bits) +
+                                          "-bit weight of " + std::to_string(w.rows) + " x " + std::to_string(w.cols) + " in groups of " +
+                                          std::to_string(w.group_size), name);
+}
+
+const uint32_t* packed_row(const QuantWeight& w, int64_t r, std::vector<uint32_t>& tmp) {
+  const int64_t pc = packed_cols(w.cols, w.bits);
+  if (w.tile == 0) return w.packed.ptr<uint32_t>() + r * pc;
+  tmp.resize(static_cast<size_t>(pc));
+  const int64_t row_bytes = pc * 4;
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(w.packed.data());
+  uint8_t* dst = reinterpret_cast<uint8_t*>(tmp.data());
+  for (int64_t b = 0; b < row_bytes; b += kTilePiece) std::memcpy(dst + b, src + tiled_byte(r, b, row_bytes), kTilePiece);
+  return tmp.data();
+}
+
+QuantWeight row_view(const QuantWeight& w, int64_t r0, int64_t r1) {
+  QuantWeight v = w;
+  v.rows = r1 - r0;
+  v.scales = w.scales.slice_rows(r0, r1);
+  if (w.biases.defined()) v.biases = w.biases.slice_rows(r0, r1);
+  if (w.tile != 0 && (r0 % w.tile != 0 || r1 % w.tile != 0)) v.packed = Tensor();
+  else v.packed = w.packed.slice_rows(r0, r1);  // a tile's rows keep their span: row-aligned views stay valid
+  return v;
 }
 
 QuantWeight make_weight(Tensor packed, Tensor scales, Tensor biases, int bits, int group_size, const std::string& name) {
@@ -204,10 +229,10 @@ static inline float dequant_value(float scale, uint32_t q, float bias) {
 
 void dequantize_rows(const QuantWeight& w, int64_t r0, int64_t r1, float* out) {
   const int64_t groups = w.cols / w.group_size;
-  const int64_t pc = packed_cols(w.cols, w.bits);
   std::vector<uint8_t> q(static_cast<size_t>(w.cols));
+  std::vector<uint32_t> tmp;
   for (int64_t r = r0; r < r1; ++r) {
-    unpack_row(w.packed.ptr<uint32_t>() + r * pc, 0, w.cols, w.bits, q.data());
+    unpack_row(packed_row(w, r, tmp), 0, w.cols, w.bits, q.data());
     float* o = out + (r - r0) * w.cols;
     for (int64_t g = 0; g < groups; ++g) {
       float s = scale_at(w, r, g), b = bias_at(w, r, g);

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <string>
 
+#include <vector>
+
 #include "ops/ops.h"
 
 namespace mlxb::quant {
@@ -45,6 +47,25 @@ inline uint32_t unpack_one(const uint32_t* row, int64_t k, int bits) {
 
 // Unpacks `count` elements starting at element `k0` (k0 a multiple of 8) into q.
 void unpack_row(const uint32_t* row, int64_t k0, int64_t count, int bits, uint8_t* q);
+
+// The CPU's 8-row tile layout of packed 4-bit rows (QuantWeight::tile): where byte `byte` of row
+// `row` lies when each row has `row_bytes` bytes. Rows 8t..8t+7 keep their span of the tensor; in
+// it, 64-byte pieces p of the 8 rows follow each other (piece p of row 8t + j at (8p + j) * 64).
+constexpr int kTileRows = 8;
+constexpr int64_t kTilePiece = 64;
+inline int64_t tiled_byte(int64_t row, int64_t byte, int64_t row_bytes) {
+  return (row / kTileRows) * kTileRows * row_bytes + ((byte / kTilePiece) * kTileRows + row % kTileRows) * kTilePiece + byte % kTilePiece;
+}
+// Whether a weight of this format and shape can take the tile layout.
+inline bool tile_layout_fits(int bits, int group_size, int64_t rows, int64_t cols) {
+  return bits == 4 && group_size % 64 == 0 && cols % 128 == 0 && rows % kTileRows == 0 && rows > 0;
+}
+// Row r's packed words, contiguous: a pointer into the weight (row-major), or `tmp` filled from the
+// tiles.
+const uint32_t* packed_row(const QuantWeight& w, int64_t r, std::vector<uint32_t>& tmp);
+// Rows [r0, r1) as a QuantWeight of the same layout (views, no copy). A tiled weight is cut only at
+// multiples of its tile: elsewhere the result's packed tensor is undefined.
+QuantWeight row_view(const QuantWeight& w, int64_t r0, int64_t r1);
 
 // Checks a QuantWeight read from a file: bits/group size supported, dtypes (packed u32,
 // scales/biases f32/f16/bf16 and equal), shapes consistent with rows x cols. `name` (the layer

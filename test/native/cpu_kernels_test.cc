@@ -5,6 +5,7 @@
 // against the plain reference, and the four-row block weight layout (weight_layout.h: matmul and
 // embedding give the row-major weight's bits). Needs no Node, so it can run on any x86-64 host (e.g. one with
 // AVX-512, which the development VM lacks). Prints "ok"/"skip" lines; exits non-zero on failure.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +21,8 @@
 #include "backend/cpu/weight_layout.h"
 #include "core/tensor.h"
 #include "core/cpu_features.h"
+#include "ops/ops.h"
+#include "quant/affine.h"
 
 using namespace mlxb;
 using namespace mlxb::cpu;
@@ -339,7 +342,8 @@ static void check_q4_kernel() {
   struct Case { int64_t m, n, k; int gs; DType st; };
   const Case cases[] = {{1, 37, 512, 64, DType::BF16}, {1, 64, 640, 64, DType::F16}, {2, 9, 1024, 128, DType::F32},
                         {3, 13, 576, 64, DType::BF16}, {5, 6, 2048, 256, DType::BF16}, {13, 7, 64, 64, DType::F16},
-                        {8, 33, 1536, 512, DType::BF16}};
+                        {8, 33, 1536, 512, DType::BF16}, {1, 19, 1088, 64, DType::BF16}, {4, 11, 192, 64, DType::F16},
+                        {2, 24, 1024, 64, DType::BF16}, {1, 48, 4096, 128, DType::F16}, {5, 16, 256, 64, DType::F32}};
   for (const Case& c : cases) {
     Rng r(static_cast<uint64_t>(c.m * 7 + c.n * 13 + c.k));
     const int64_t groups = c.n * c.k / c.gs;
@@ -365,7 +369,7 @@ static void check_q4_kernel() {
       sv[i] = load_f32(w.scales.data(), c.st, i);
       bv[i] = load_f32(w.biases.data(), c.st, i);
     }
-    std::vector<float> x(c.m * c.k), y_new(c.m * c.n, NAN), y_old(c.m * c.n, NAN);
+    std::vector<float> x(c.m * c.k), y_new(c.m * c.n, NAN), y_old(c.m * c.n, NAN), y_512(c.m * c.n, NAN);
     for (int64_t i = 0; i < c.m * c.k; ++i) x[i] = r.normal() * (i % 97 == 0 ? 20.0f : 1.0f);  // a few outliers
     const int64_t blocks = c.k / 64, g_per_row = c.k / c.gs;
     std::vector<int16_t> q16(c.m * c.k), q16v(c.m * c.k);
@@ -386,7 +390,7 @@ static void check_q4_kernel() {
         break;
       }
     }
-    std::vector<int8_t> planes(c.m * c.k * 2);
+    std::vector<int8_t> planes(static_cast<size_t>(qmm::q4_plane_bytes(c.m, c.k)), 99);
     qmm::split_planes_avx2(q16.data(), c.m, c.k, planes.data());
     qmm::Args a;
     a.x = x.data(); a.w = &w; a.M = c.m; a.N = c.n; a.K = c.k;
@@ -394,13 +398,69 @@ static void check_q4_kernel() {
     qa.planes = planes.data(); qa.d = d.data(); qa.gsum = gs.data();
     a.y = y_new.data();
     qmm::kernel_avx2_q4(a, qa, 0, c.n);
+    const bool vnni = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512_vnni;
+    if (vnni) {
+      a.y = y_512.data();
+      qmm::kernel_avx512_q4(a, qa, 0, c.n);
+      // the same rows computed one activation row at a time: a row's result must not depend on M
+      std::vector<float> y_row(c.n, NAN);
+      for (int64_t m = 0; m < c.m; ++m) {
+        qmm::Args one = a;
+        one.M = 1;
+        one.y = y_row.data();
+        qmm::Q4Acts qr = qa;
+        qr.planes = planes.data() + qmm::q4_plane_bytes(m, c.k);
+        qr.d = d.data() + m * blocks;
+        qr.gsum = gs.data() + m * g_per_row;
+        qmm::kernel_avx512_q4(one, qr, 0, c.n);
+        if (std::memcmp(y_row.data(), y_512.data() + m * c.n, sizeof(float) * c.n) != 0) {
+          std::fprintf(stderr, "FAILED avx512 q4 kernel M=%lld K=%lld: row %lld differs when computed alone\n", (long long)c.m,
+                       (long long)c.k, (long long)m);
+          ++failures;
+        }
+      }
+    }
+    // The CPU's 8-row tile layout (qweight_layout.cc) where it fits: the same bytes elsewhere, so
+    // both kernels' results and every dequantized row must be bit-identical to the row-major ones.
+    const QuantWeight wt = backend(Device::kCPU).prepare_qweight(w);
+    if (quant::tile_layout_fits(4, c.gs, c.n, c.k) != (wt.tile == quant::kTileRows)) {
+      std::fprintf(stderr, "FAILED prepare_qweight N=%lld K=%lld gs=%d: tile %d\n", (long long)c.n, (long long)c.k, c.gs, wt.tile);
+      ++failures;
+    }
+    if (wt.tile != 0) {
+      qmm::Args at = a;
+      at.w = &wt;
+      std::vector<float> yt(c.m * c.n, NAN), dr(c.n * c.k), dt(c.n * c.k);
+      at.y = yt.data();
+      qmm::kernel_avx2_q4(at, qa, 0, c.n);
+      bool same = std::memcmp(yt.data(), y_new.data(), sizeof(float) * yt.size()) == 0;
+      if (vnni) {
+        qmm::kernel_avx512_q4(at, qa, 0, c.n);
+        same = same && std::memcmp(yt.data(), y_512.data(), sizeof(float) * yt.size()) == 0;
+      }
+      quant::dequantize_rows(w, 0, c.n, dr.data());
+      quant::dequantize_rows(wt, 0, c.n, dt.data());
+      quant::validate(wt, "tiled");
+      if (!same || dr != dt) {
+        std::fprintf(stderr, "FAILED tiled 4-bit weight N=%lld K=%lld: %s differ from the row-major ones\n", (long long)c.n,
+                     (long long)c.k, same ? "dequantized rows" : "kernel results");
+        ++failures;
+      }
+      const QuantWeight half = quant::row_view(wt, 8, c.n);
+      std::vector<float> dh((c.n - 8) * c.k);
+      quant::dequantize_rows(half, 0, c.n - 8, dh.data());
+      if (!std::equal(dh.begin(), dh.end(), dr.begin() + 8 * c.k) || quant::row_view(wt, 4, c.n).packed.defined()) {
+        std::fprintf(stderr, "FAILED row_view of a tiled weight N=%lld K=%lld\n", (long long)c.n, (long long)c.k);
+        ++failures;
+      }
+    }
     qmm::IntActs ia;
     ia.q16 = q16.data(); ia.block = 64; ia.d = d.data(); ia.gsum = gs.data();
     a.y = y_old.data();
     qmm::kernel_avx2_int(a, ia, 0, c.n);
     // Exact model: nibble i of a row's byte stream is element i; q16 is in nibble order per block.
     const uint8_t* bytes = reinterpret_cast<const uint8_t*>(pk);
-    double worst = 0;
+    double worst = 0, worst512 = 0;
     for (int64_t m = 0; m < c.m; ++m)
       for (int64_t n = 0; n < c.n; ++n) {
         double ref = 0, mag = 0;
@@ -422,14 +482,23 @@ static void check_q4_kernel() {
         const double e1 = std::fabs(y_new[m * c.n + n] - ref) / (1e-6 + 2e-6 * mag);
         const double e2 = std::fabs(y_new[m * c.n + n] - y_old[m * c.n + n]) / (1e-6 + 2e-6 * mag);
         worst = std::max({worst, std::isnan(e1) ? INFINITY : e1, std::isnan(e2) ? INFINITY : e2});
+        if (vnni) {
+          const double e3 = std::fabs(y_512[m * c.n + n] - ref) / (1e-6 + 2e-6 * mag);
+          worst512 = std::max(worst512, std::isnan(e3) ? INFINITY : e3);
+        }
       }
     if (!(worst <= 1.0)) {
       std::fprintf(stderr, "FAILED avx2 q4 kernel M=%lld N=%lld K=%lld gs=%d %s: error %.3g x tolerance\n", (long long)c.m,
                    (long long)c.n, (long long)c.k, c.gs, dtype_name(c.st), worst);
       ++failures;
     }
+    if (!(worst512 <= 1.0)) {
+      std::fprintf(stderr, "FAILED avx512 q4 kernel M=%lld N=%lld K=%lld gs=%d %s: error %.3g x tolerance\n", (long long)c.m,
+                   (long long)c.n, (long long)c.k, c.gs, dtype_name(c.st), worst512);
+      ++failures;
+    }
   }
-  std::printf("ok avx2 q4 kernel\n");
+  std::printf("ok avx2 q4 kernel%s\n", cpu_features().avx512_vnni ? ", avx512 q4 kernel" : "");
 }
 
 // --bench: GFLOP/s of prefill-shaped bf16 GEMMs (K = 2048 and the MLP down projection's 8192) and

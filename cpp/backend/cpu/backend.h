@@ -16,6 +16,7 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   Tensor prepare_weight(const Tensor& w) override;  // weight_layout.cc
+  QuantWeight prepare_qweight(const QuantWeight& w) override;  // qweight_layout.cc
   Tensor prepared_rows(const Tensor& prepared, int64_t r0, int64_t r1) override;  // weight_layout.cc
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
   void qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& y) override;

@@ -99,7 +99,11 @@ void CpuBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bi
   if (f.avx512f && f.avx512bw && f.f16c) kernel = qmm::kernel_avx512;
   else if (f.avx2 && f.fma && f.f16c) kernel = qmm::kernel_avx2;
 
-  const bool use_int = kernel != qmm::kernel_scalar && f.avx2 && f.fma && qmm::int_kernel_for(w.bits);
+  bool use_int = kernel != qmm::kernel_scalar && f.avx2 && f.fma && qmm::int_kernel_for(w.bits);
+  if (w.tile != 0 && !(use_int && qmm::q4_kernel_for(w.bits, w.group_size))) {
+    kernel = qmm::kernel_scalar;  // a tiled weight: only the 4-bit plane kernels and the scalar one read tiles
+    use_int = false;
+  }
   qmm::Args a;
   a.w = &w;
   a.y = y.ptr<float>();
@@ -114,7 +118,7 @@ void CpuBackend::qmatmul(const Tensor& x, const QuantWeight& w, const Tensor* bi
     const bool q4 = qmm::q4_kernel_for(w.bits, w.group_size);
     const int64_t nq = M * K, nd = M * K / block, ng = M * (K / w.group_size);
     const int64_t bytes_q16 = (nq * 2 + 63) / 64 * 64, bytes_d = (nd * 4 + 63) / 64 * 64, bytes_g = (ng * 4 + 63) / 64 * 64;
-    char* buf = scratch<char>(static_cast<size_t>(bytes_q16 + bytes_d + bytes_g + (q4 ? nq * 2 : 0)), 0);
+    char* buf = scratch<char>(static_cast<size_t>(bytes_q16 + bytes_d + bytes_g + (q4 ? qmm::q4_plane_bytes(M, K) : 0)), 0);
     int16_t* q16 = reinterpret_cast<int16_t*>(buf);
     float* d = reinterpret_cast<float*>(buf + bytes_q16);
     float* gsum = reinterpret_cast<float*>(buf + bytes_q16 + bytes_d);

@@ -57,13 +57,23 @@ void quantize_acts_avx2(const float* x, int64_t M, int64_t K, int group_size, in
 // 4-bit weights, groups a multiple of 64 (qmatmul_q4_avx2.cc): the int16 activations split into
 // byte planes (xq = 256 * hi + lo), so weight nibbles meet them in vpmaddubsw without widening.
 // Same exact int32 block sums as kernel_avx2_int, about half the instructions.
+// Planes come in pairs of blocks (b, b + 1), 256 bytes per pair: [hi even b | hi even b + 1]
+// [hi odd b | hi odd b + 1] [lo even b | lo even b + 1] [lo odd b | lo odd b + 1], 32 bytes per
+// block and part, so the AVX-512 kernel reads two blocks per 64-byte vector and the AVX2 one a
+// block per 32 bytes. An odd last block has its pair's second halves zeroed.
 struct Q4Acts {
-  const int8_t* planes = nullptr;  // [M][K / 64][hi even 32, hi odd 32, lo even 32, lo odd 32]
+  const int8_t* planes = nullptr;  // [M][ceil(K / 128)][256], see q4_plane
   const float* d = nullptr;        // [M, K / 64]
   const float* gsum = nullptr;     // [M, K / group_size]
 };
 bool q4_kernel_for(int bits, int group_size);
-// q16 [M, K] from quantize_acts (4-bit, 64-element blocks) -> planes [M * K * 2] bytes.
+// Bytes of the planes of M rows of K values.
+inline int64_t q4_plane_bytes(int64_t M, int64_t K) { return M * ((K / 64 + 1) / 2) * 256; }
+// Part (0 hi even, 1 hi odd, 2 lo even, 3 lo odd) of block b of row m: 32 bytes.
+inline const int8_t* q4_plane(const Q4Acts& a, int64_t K, int64_t m, int64_t b, int part) {
+  return a.planes + (m * ((K / 64 + 1) / 2) + b / 2) * 256 + part * 64 + (b & 1) * 32;
+}
+// q16 [M, K] from quantize_acts (4-bit, 64-element blocks) -> planes [q4_plane_bytes(M, K)].
 void split_planes_avx2(const int16_t* q16, int64_t M, int64_t K, int8_t* planes);
 void kernel_avx2_q4(const Args& a, const Q4Acts& acts, int64_t n0, int64_t n1);
 // The same sums with AVX-512 VNNI (qmatmul_q4_avx512.cc; float32 accumulation over 16 lanes).

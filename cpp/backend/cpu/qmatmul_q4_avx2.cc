@@ -30,7 +30,7 @@ void tile256(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0, bool pre
   const QuantWeight& w = *a.w;
   const int64_t K = a.K, blocks = K / kBlock, row_bytes = K / 2;
   const int64_t sb_row = (K / w.group_size) * dtype_size(w.scales.dtype());
-  const uint8_t* packed = reinterpret_cast<const uint8_t*>(w.packed.data());
+  const PackedRows pr{reinterpret_cast<const uint8_t*>(w.packed.data()), row_bytes, w.tile != 0};
   const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), k256 = _mm256_set1_epi16(256);
 
   __m256 acc[MT][NT];
@@ -43,16 +43,16 @@ void tile256(const Args& a, const Q4Acts& acts, int64_t m0, int64_t n0, bool pre
     scale_products<MT, NT>(w, acts, blocks, m0, n0, b0, nb, sd);
     for (int64_t i = 0; i < nb; ++i) {
       const int64_t b = b0 + i;
-      if (prefetch) prefetch_next(w, packed, row_bytes, sb_row, NT, n0 + NT, b);
+      if (prefetch) prefetch_next(w, pr, sb_row, NT, n0, b);
       for (int j = 0; j < NT; ++j) {
-        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(packed + (n0 + j) * row_bytes + b * 32));
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pr.block(n0 + j, b)));
         const __m256i we = _mm256_and_si256(bytes, low4);                        // even elements
         const __m256i wo = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);  // odd elements
         for (int r = 0; r < MT; ++r) {
-          // planes of block b: [hi even 32][hi odd 32][lo even 32][lo odd 32]
-          const int8_t* xp = acts.planes + ((m0 + r) * blocks + b) * 128;
-          const __m256i ph = _mm256_add_epi16(_mm256_maddubs_epi16(we, ld(xp)), _mm256_maddubs_epi16(wo, ld(xp + 32)));
-          const __m256i pl = _mm256_add_epi16(_mm256_maddubs_epi16(ld(xp + 64), we), _mm256_maddubs_epi16(ld(xp + 96), wo));
+          // block b's planes: hi even, hi odd (64 bytes on), lo even, lo odd
+          const int8_t* xp = q4_plane(acts, K, m0 + r, b, 0);
+          const __m256i ph = _mm256_add_epi16(_mm256_maddubs_epi16(we, ld(xp)), _mm256_maddubs_epi16(wo, ld(xp + 64)));
+          const __m256i pl = _mm256_add_epi16(_mm256_maddubs_epi16(ld(xp + 128), we), _mm256_maddubs_epi16(ld(xp + 192), wo));
           const __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(ph, k256), _mm256_madd_epi16(pl, ones));
           acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(&sd[r][j][i]), acc[r][j]);
         }
@@ -122,22 +122,30 @@ void quantize_acts_avx2(const float* x, int64_t M, int64_t K, int group_size, in
 }
 
 void split_planes_avx2(const int16_t* q16, int64_t M, int64_t K, int8_t* planes) {
-  // q16 rows are already in nibble order per 64-block; planes [M][K/64][hi 64][lo 64].
+  // q16 rows are already in nibble order per 64-block (32 even elements, then 32 odd ones).
   const __m256i mask = _mm256_set1_epi16(0xff);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t b = 0; b < K / kBlock; ++b) {
+  const int64_t blocks = K / kBlock;
+  Q4Acts view;
+  view.planes = planes;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t b = 0; b < blocks; ++b) {
       const int16_t* src = q16 + m * K + b * kBlock;
-      int8_t* dst = planes + (m * (K / kBlock) + b) * 128;
-      for (int h = 0; h < 2; ++h) {  // 32 int16 -> 32 hi bytes and 32 lo bytes
+      int8_t* dst = const_cast<int8_t*>(q4_plane(view, K, m, b, 0));
+      for (int h = 0; h < 2; ++h) {  // 32 int16 (even, then odd elements) -> 32 hi bytes and 32 lo bytes
         const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * h));
         const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * h + 16));
         // packs works per 128-bit lane: fix the lane order with a permute.
         const __m256i hi = _mm256_permute4x64_epi64(_mm256_packs_epi16(_mm256_srai_epi16(v0, 8), _mm256_srai_epi16(v1, 8)), 0xd8);
         const __m256i lo = _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_and_si256(v0, mask), _mm256_and_si256(v1, mask)), 0xd8);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * h), hi);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 + 32 * h), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * h), hi);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128 + 64 * h), lo);
       }
     }
+    if (blocks % 2 == 1) {  // the lone last block's pair: zero second halves (x = 0 there)
+      int8_t* dst = const_cast<int8_t*>(q4_plane(view, K, m, blocks, 0));
+      for (int part = 0; part < 4; ++part) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * part), _mm256_setzero_si256());
+    }
+  }
 }
 
 void kernel_avx2_q4(const Args& a, const Q4Acts& acts, int64_t n0, int64_t n1) {
