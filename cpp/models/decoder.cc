@@ -15,6 +15,11 @@
 
 namespace mlxb {
 
+namespace {
+bool defined(const Tensor& t) { return t.defined(); }
+bool defined(const QuantWeight& q) { return q.packed.defined(); }
+}  // namespace
+
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
 void load_llama_layer(WeightLoader& wl, const DecoderSpec& spec, int64_t i, LayerWeights& w) {
@@ -257,36 +262,29 @@ class Decoder final : public Model {
       if (l.w.defined()) l.w = ops::prepare_weight(l.w);
       else if (l.quantized()) l.q = ops::prepare_qweight(l.q);
     };
-    auto prep_fused = [&](Linear& fused, std::initializer_list<Linear*> parts) {
-      if (fused.quantized()) {  // likewise for a quantized one (the CPU's 8-row tiles of 4-bit weights)
-        const QuantWeight q = ops::prepare_qweight(fused.q);
-        std::vector<QuantWeight> views;
-        int64_t row = 0;
-        for (Linear* p : parts) {
-          views.push_back(quant::row_view(q, row, row + p->out));
-          if (!views.back().packed.defined()) return;
-          row += p->out;
-        }
-        fused.q = q;
-        size_t i = 0;
-        for (Linear* p : parts) p->q = views[i++];
-        return;
-      }
-      if (!fused.w.defined()) {
-        for (Linear* p : parts) prep(*p);
-        return;
-      }
-      const Tensor w = ops::prepare_weight(fused.w);
-      std::vector<Tensor> views;
+    // The prepared fused weight `all` and its parts' row views (cut(all, r0, r1), undefined where the
+    // layout cannot cut), stored through `member` only when every part can be cut.
+    auto refit = [](Linear& fused, std::initializer_list<Linear*> parts, auto all, auto cut, auto member) {
+      std::vector<decltype(all)> views;
       int64_t row = 0;
       for (Linear* p : parts) {
-        views.push_back(ops::prepared_rows(w, row, row + p->out));
-        if (!views.back().defined()) return;
+        views.push_back(cut(all, row, row + p->out));
         row += p->out;
       }
-      fused.w = w;
+      for (const auto& v : views)
+        if (!defined(v)) return;
+      member(fused) = all;
       size_t i = 0;
-      for (Linear* p : parts) p->w = views[i++];
+      for (Linear* p : parts) member(*p) = views[i++];
+    };
+    auto prep_fused = [&](Linear& fused, std::initializer_list<Linear*> parts) {
+      if (fused.quantized()) {  // likewise for a quantized one (the CPU's 8-row tiles of 4-bit weights)
+        refit(fused, parts, ops::prepare_qweight(fused.q), quant::row_view, [](Linear& l) -> QuantWeight& { return l.q; });
+      } else if (fused.w.defined()) {
+        refit(fused, parts, ops::prepare_weight(fused.w), ops::prepared_rows, [](Linear& l) -> Tensor& { return l.w; });
+      } else {
+        for (Linear* p : parts) prep(*p);
+      }
     };
     for (LayerWeights& w : layers_) {
       prep_fused(w.attn.qkv, {&w.attn.q, &w.attn.k, &w.attn.v});

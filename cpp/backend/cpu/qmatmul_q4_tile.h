@@ -82,8 +82,7 @@ struct PackedRows {
   bool tiled;
   // Block 0 of row n; block b lies at row(n) + (b / 2) * pair_stride() + (b % 2) * 32.
   const uint8_t* row(int64_t n) const {
-    return tiled ? packed + (n / quant::kTileRows) * quant::kTileRows * row_bytes + (n % quant::kTileRows) * quant::kTilePiece
-                 : packed + n * row_bytes;
+    return packed + (tiled ? quant::tiled_byte(n, 0, row_bytes) : n * row_bytes);
   }
   int64_t pair_stride() const { return tiled ? quant::kTileRows * quant::kTilePiece : 2 * 32; }
   const uint8_t* block(int64_t n, int64_t b) const { return row(n) + (b / 2) * pair_stride() + (b % 2) * 32; }
