@@ -21,11 +21,17 @@ LB="${LLAMA_CPP:?set LLAMA_CPP to a llama.cpp tree with build/bin/llama-bench}/b
 CK_BF16="${CK_BF16:-/tmp/ck-1b}" CK_Q4="${CK_Q4:-/tmp/ck-1b-q4}"
 GGUF_BF16="${GGUF_BF16:-/tmp/1b-bf16.gguf}" GGUF_Q4="${GGUF_Q4:-/tmp/1b-q4_0.gguf}"
 PROMPT="${PROMPT:-512}" ROUNDS="${1:-5}"
-# llama-bench: pp512 at depth 0, tg64 at depth PROMPT (our decode follows a PROMPT-token prefill).
+# llama-bench: prefill 512 at depth 0, then decode 64 at depth PROMPT (our decode follows a
+# PROMPT-token prefill); two invocations, so neither times the other's cross-product cases.
+# Columns by the CSV header's names.
+llama_ts() {
+  "$LB" -m "$1" -t 2 -p "$2" -n "$3" -d "$4" -r 2 -fa on -lm none -o csv 2>/dev/null |
+    awk -F, 'NR == 1 { gsub(/"/, ""); for (i = 1; i <= NF; i++) col[$i] = i; next }
+             { gsub(/"/, ""); print $(col["avg_ts"]) }'
+}
 llama() {
-  "$LB" -m "$1" -t 2 -p 512 -n 64 -d "0,$PROMPT" -r 2 -fa on -lm none -o csv 2>/dev/null |
-    awk -F, 'NR > 1 { gsub(/"/, ""); if ($(NF-7) > 0 && $(NF-5) == 0) print "  llama.cpp prefill 512:", $(NF-1);
-                      if ($(NF-6) > 0 && $(NF-5) == '"$PROMPT"') print "  llama.cpp decode 64 at depth '"$PROMPT"':", $(NF-1) }'
+  echo "  llama.cpp prefill 512: $(llama_ts "$1" 512 0 0)"
+  echo "  llama.cpp decode 64 at depth $PROMPT: $(llama_ts "$1" 0 64 "$PROMPT")"
 }
 ours() { node scripts/bench/bench.mjs --model "$1" --prompt "$PROMPT" --gen 64 --runs 2 2>&1 | grep -E '^(prefill|decode)' | sed 's/^/  ours /'; }
 for r in $(seq 1 "$ROUNDS"); do
