@@ -60,6 +60,43 @@ describe.skipIf(!enabled)('device sampling on CUDA matches the host sampler', ()
   }
 });
 
+describe.skipIf(!enabled)('several steps per call on CUDA (GenerationSequence.steps)', () => {
+  for (const name of ['llama', 'gemma2']) {
+    it(`${name}: greedy bursts (chained on the device) and seeded sampled bursts == one step per call`, async () => {
+      const n = native();
+      const model = await n.loadModel(join(ROOT, name), { device: 'cuda', dtype: 'bfloat16' });
+      try {
+        for (const opts of [{ temperature: 0 }, { temperature: 0.9, seed: 8 }] as NativeSamplingOptions[]) {
+          const one = new n.GenerationSequence(model, opts, PROMPT.length + 3 * STEPS);
+          const want: number[] = [(await one.prefill(PROMPT)).token];
+          while (want.length < 2 * STEPS) want.push((await one.step(want[want.length - 1]!)).token);
+          one.dispose();
+          const seq = new n.GenerationSequence(model, opts, PROMPT.length + 3 * STEPS);
+          const got: number[] = [(await seq.prefill(PROMPT)).token];
+          while (got.length < 2 * STEPS) got.push(...(await seq.steps(got[got.length - 1]!, 11)).map((s) => s.token));
+          seq.dispose();
+          expect(got.slice(0, 2 * STEPS), `${name} ${JSON.stringify(opts)}`).toEqual(want);
+          if (opts.temperature !== 0) continue;
+          // A stop id mid-burst: the burst ends there; the greedy chain ran one step past it, so
+          // the sequence has ended and refuses more steps.
+          const stop = want[5]!;
+          const cut = want.indexOf(stop);
+          const s2 = new n.GenerationSequence(model, opts, PROMPT.length + 3 * STEPS);
+          const b = [(await s2.prefill(PROMPT)).token];
+          if (cut > 0) {
+            b.push(...(await s2.steps(b[0]!, 16, Int32Array.of(stop))).map((s) => s.token));
+            expect(b).toEqual(want.slice(0, cut + 1));
+            await expect(s2.step(stop)).rejects.toThrow(/ended at a stop token/);
+          }
+          s2.dispose();
+        }
+      } finally {
+        model.dispose();
+      }
+    });
+  }
+});
+
 /** Tokens per request of one engine run over `requests` (all submitted at once). */
 async function engineTokens(model: object, deviceSampling: boolean, requests: NativeSamplingOptions[]): Promise<number[][]> {
   const n = native();

@@ -189,6 +189,7 @@ class SequenceWrap : public Napi::ObjectWrap<SequenceWrap> {
     return DefineClass(env, "GenerationSequence", {
       InstanceMethod<&SequenceWrap::prefill>("prefill"),
       InstanceMethod<&SequenceWrap::step>("step"),
+      InstanceMethod<&SequenceWrap::steps>("steps"),
       InstanceMethod<&SequenceWrap::dispose>("dispose"),
       InstanceAccessor<&SequenceWrap::length>("length"),
     });
@@ -238,6 +239,34 @@ class SequenceWrap : public Napi::ObjectWrap<SequenceWrap> {
       if (info.Length() < 1 || !info[0].IsNumber()) bad("token", "must be a number");
       int32_t token = info[0].As<Napi::Number>().Int32Value();
       return run(info.Env(), [token](Sequence& s) { return s.step(token); });
+    });
+  }
+  // steps(token, count, stopIds?): up to `count` steps in one call (Sequence::steps).
+  Napi::Value steps(const Napi::CallbackInfo& info) {
+    return guarded(info.Env(), [&]() -> Napi::Value {
+      if (info.Length() < 1 || !info[0].IsNumber()) bad("token", "must be a number");
+      if (info.Length() < 2 || !info[1].IsNumber()) bad("count", "must be a number");
+      const int32_t token = info[0].As<Napi::Number>().Int32Value();
+      const double count = info[1].As<Napi::Number>().DoubleValue();
+      if (!(count >= 1 && count <= 4096) || count != std::floor(count)) bad("count", "must be an integer in [1, 4096]");
+      auto stop = std::make_shared<std::vector<int32_t>>();
+      if (info.Length() > 2 && !info[2].IsUndefined()) *stop = ids_arg(info[2], "stopIds");
+      std::sort(stop->begin(), stop->end());
+      auto seq = take(info.Env());
+      auto busy = busy_;
+      auto out = std::make_shared<std::vector<SampleResult>>();
+      const int64_t n = static_cast<int64_t>(count);
+      return run_async(
+          info.Env(),
+          [seq, busy, out, token, n, stop]() {
+            struct Clear { std::shared_ptr<std::atomic<bool>> b; ~Clear() { b->store(false); } } clear{busy};
+            *out = seq->steps(token, n, *stop);
+          },
+          [out](Napi::Env e) -> Napi::Value {
+            Napi::Array a = Napi::Array::New(e, out->size());
+            for (size_t i = 0; i < out->size(); ++i) a.Set(static_cast<uint32_t>(i), result_object(e, (*out)[i]));
+            return a;
+          });
     });
   }
   // Drops this object's reference; a step still running keeps the state until it returns.

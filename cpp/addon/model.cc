@@ -258,11 +258,9 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
             if (n == 0) return;
             const int64_t t = static_cast<int64_t>(ids.size());
             CacheSet caches = model->make_caches(t + n);
-            int32_t next = model->forward_argmax(ids.data(), t, caches);
-            for (int64_t i = 0; i < n; ++i) {
-              toks->push_back(next);
-              if (i + 1 < n) next = model->forward_argmax(&next, 1, caches);
-            }
+            toks->resize(static_cast<size_t>(n));
+            (*toks)[0] = model->forward_argmax(ids.data(), t, caches);
+            if (n > 1) model->greedy_steps((*toks)[0], n - 1, caches, toks->data() + 1);
           },
           [toks](Napi::Env e) -> Napi::Value {
             Napi::Int32Array a = Napi::Int32Array::New(e, toks->size());

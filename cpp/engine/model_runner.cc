@@ -25,16 +25,6 @@ ModelRunner::ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64
       batch_invariant_(batch_invariant),
       device_argmax_(device_argmax) {}
 
-namespace {
-
-// Greedy with nothing that reads the logits beyond their argmax.
-bool plain_greedy(const SamplingParams& p) {
-  return p.temperature == 0.0 && p.repetition_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 &&
-         p.logit_bias.empty() && !p.logprobs && p.top_logprobs == 0;
-}
-
-}  // namespace
-
 void ModelRunner::begin(int64_t seq_id, const std::vector<int32_t>& prompt, const SamplingParams& params) {
   auto s = std::make_shared<Sampler>(params, model_->config().vocab_size);
   s->accept(prompt.data(), static_cast<int64_t>(prompt.size()));
@@ -77,7 +67,7 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
     paged[i].start = r.start;
     paged[i].blocks = r.blocks;
     if (!r.sample) continue;
-    if (device_argmax_ && plain_greedy(samplers[i]->params())) {
+    if (device_argmax_ && samplers[i]->plain_greedy()) {
       paged[i].argmax = &argmax[i];
     } else if (device_argmax_ && on_device && samplers[i]->device_ok()) {
       sample[i] = samplers[i]->device_args(special[i]);

@@ -350,4 +350,10 @@ SampleResult Sampler::sample(const float* logits) {
   return r;
 }
 
+bool Sampler::plain_greedy() const {
+  const SamplingParams& p = params_;
+  return p.temperature == 0.0 && p.repetition_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 &&
+         p.logit_bias.empty() && !p.logprobs && p.top_logprobs == 0;
+}
+
 }  // namespace mlxb

@@ -77,6 +77,9 @@ class Sampler {
   // kDeviceMaxTopK, bias token ids unique) - and device sampling is not switched off
   // (MLXB_DEVICE_SAMPLING=0).
   bool device_ok() const { return device_ok_; }
+  // Greedy with nothing that reads the logits beyond their argmax (no penalties, bias or
+  // logprobs): the token is Model::forward_argmax's.
+  bool plain_greedy() const;
   // The arguments of the next draw for ops::sample: bias and penalty counts as special tokens
   // (into `special`; args.special is left for the caller to point at it), and the uniform the
   // next host draw would use (peeked: the generator moves only in device_done).

@@ -73,9 +73,43 @@ SampleResult Sequence::prefill(const int32_t* ids, int64_t n, int64_t chunk) {
 
 SampleResult Sequence::step(int32_t token) {
   if (length_ == 0) fail(ErrorCode::kInvalidArgument, "step before prefill", "input");
+  if (ended_) fail(ErrorCode::kInvalidArgument, "the sequence has ended at a stop token", "input");
   check(&token, 1);
   sampler_.accept(token);
   return forward_sample(&token, 1);
+}
+
+std::vector<SampleResult> Sequence::steps(int32_t token, int64_t count, const std::vector<int32_t>& stop) {
+  if (count < 1) fail(ErrorCode::kInvalidArgument, "count must be at least 1", "count");
+  auto stops = [&](int32_t t) { return std::binary_search(stop.begin(), stop.end(), t); };
+  std::vector<SampleResult> out;
+  if (model_->device() == Device::kCPU || !sampler_.plain_greedy()) {
+    for (int64_t i = 0; i < count && length_ < max_tokens_; ++i) {
+      out.push_back(step(i == 0 ? token : out.back().token));
+      if (stops(out.back().token)) break;
+    }
+    if (out.empty()) out.push_back(step(token));  // at the capacity: step() says so
+    return out;
+  }
+  if (length_ == 0) fail(ErrorCode::kInvalidArgument, "step before prefill", "input");
+  if (ended_) fail(ErrorCode::kInvalidArgument, "the sequence has ended at a stop token", "input");
+  check(&token, 1);
+  count = std::min(count, max_tokens_ - length_);
+  std::vector<int32_t> toks(static_cast<size_t>(count));
+  model_->greedy_steps(token, count, caches_, toks.data());
+  length_ += count;
+  sampler_.accept(token);
+  for (int64_t i = 0; i < count; ++i) {
+    SampleResult r;
+    r.token = toks[static_cast<size_t>(i)];
+    out.push_back(r);
+    if (i + 1 < count) sampler_.accept(r.token);
+    if (stops(r.token)) {
+      ended_ = i + 1 < count;
+      break;
+    }
+  }
+  return out;
 }
 
 }  // namespace mlxb

@@ -27,6 +27,12 @@ class Sequence {
   SampleResult prefill(const int32_t* ids, int64_t n, int64_t chunk = 512);
   // Commits `token` (the last sampled one), runs it and samples the next.
   SampleResult step(int32_t token);
+  // Up to `count` steps in one call, as step() each (the first commits `token`, each later one
+  // the token sampled before it), ending after a token in `stop` (sorted) or at the capacity.
+  // Plain greedy on a device model runs them through Model::greedy_steps, which queues each
+  // step before it reads the token before it: a stop token then has one more step run after
+  // it, and the sequence has ended (later steps are refused).
+  std::vector<SampleResult> steps(int32_t token, int64_t count, const std::vector<int32_t>& stop);
 
   int64_t length() const { return length_; }
   int64_t capacity() const { return max_tokens_; }
@@ -48,6 +54,7 @@ class Sequence {
   Sampler sampler_;
   std::vector<float> logits_;
   int64_t length_ = 0;
+  bool ended_ = false;  // steps() ran past a stop token
 };
 
 }  // namespace mlxb

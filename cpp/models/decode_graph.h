@@ -20,11 +20,14 @@ namespace mlxb {
 class DecodeGraphs {
  public:
   // What a recorded step leaves on the device: float32 logits [1, vocab] and their argmax i32 [1].
+  // `next` may be ids_dev itself (the step's own token slot): then greedy steps can chain.
   struct Outputs {
     Tensor logits, next;
   };
   // Queues the decoder's work for one token: ids_dev i32 [1]; step.captured is set.
   using Body = std::function<Outputs(const Tensor& ids_dev, const StepInputs& step)>;
+  // The `base` of run() for a step at position `start`; false: no recorded step can run there.
+  using BaseAt = std::function<bool(int64_t start, StepInputs& base)>;
 
   explicit DecodeGraphs(Device device);
   ~DecodeGraphs();
@@ -34,13 +37,26 @@ class DecodeGraphs {
   // Commits the token to the caches on success; false: nothing was run, run the step eagerly.
   bool run(int32_t id, CacheSet& caches, const StepInputs& base, const Body& body, float* logits, int32_t* next);
 
+  // Up to n greedy steps after token `id`, chained on the device: each replay takes its token
+  // from the argmax the previous one left in the same graph's token slot, so the host queues
+  // step i + 1 before it waits for token i and the device never idles between steps. Writes
+  // tokens[0 .. done) and returns done; it stops early (nothing queued left over) where run()
+  // would return false, and chains only within one recorded layout (a new layout starts from
+  // the host's copy of the last token). MLXB_GREEDY_CHAIN=0 turns chaining off (returns 0).
+  int64_t chain(int32_t id, int64_t n, CacheSet& caches, const BaseAt& base_at, const Body& body, int32_t* tokens);
+
   int64_t captures() const { return captures_; }
   // The device outputs of the last successful run() (valid until the next one).
   const Outputs* last() const { return last_; }
 
  private:
   struct Entry;
+  struct Layout;
   Entry* capture(std::vector<const void*> key, int64_t ring_cap, const StepInputs& base, const Body& body);
+  bool layout(CacheSet& caches, Layout& out) const;
+  // Writes the host inputs of a step at the caches' length and queues their upload (all of
+  // them, or all but the token id when `keep_id`), the replay and the caches' commit.
+  void launch(Entry* e, const Layout& lay, CacheSet& caches, int32_t id, bool keep_id);
 
   Device device_;
   std::vector<std::unique_ptr<Entry>> entries_;  // least recently used first

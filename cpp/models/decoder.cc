@@ -120,6 +120,28 @@ class Decoder final : public Model {
     return next;
   }
 
+  // Recorded steps chained on the device (DecodeGraphs::chain), a span at a time so that other
+  // callers of the model get their turn; eager steps where no recorded step can run.
+  void greedy_steps(int32_t id, int64_t n, CacheSet& caches, int32_t* tokens) override {
+    constexpr int64_t kSpan = 64;
+    for (int64_t i = 0; i < n;) {
+      int64_t done = 0;
+      if (graphs_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        check_inputs(&id, 1, caches);
+        done = graphs_->chain(id, std::min(kSpan, n - i), caches, [this](int64_t start, StepInputs& base) {
+          return graph_base(start, base);
+        }, graph_body(caches), tokens + i);
+      }
+      if (done == 0) {
+        tokens[i] = forward_argmax(&id, 1, caches);
+        done = 1;
+      }
+      i += done;
+      id = tokens[i - 1];
+    }
+  }
+
   // Samples where the logits are (ops::sample): the CUDA path of Sequence; the CPU samples on the host.
   bool forward_sample(const int32_t* ids, int64_t t, CacheSet& caches, const SampleArgs& args, SampleOut& res) override {
     if (device_ == Device::kCPU) return false;
@@ -212,26 +234,38 @@ class Decoder final : public Model {
     return out;
   }
 
-  // A one-token step through a recorded graph (CUDA); false when it must run eagerly.
-  bool graph_step(int32_t id, int64_t start, CacheSet& caches, float* logits, int32_t* next) {
-    if (!graphs_) return false;
+  // The inputs a recorded step at `start` is captured with; false when it must run eagerly.
+  bool graph_base(int64_t start, StepInputs& base) const {
     if (!rope_global_->fixed(start + 1) || (rope_local_ && !rope_local_->fixed(start + 1))) return false;
-    StepInputs base;
+    base = StepInputs();
     base.t = 1;
     base.act = act_;
     base.device = device_;
     base.pos.assign(1, static_cast<int32_t>(start));
     base.rope_full = rope_global_->args(start + 1);
     if (rope_local_) base.rope_local = rope_local_->args(start + 1);
-    return graphs_->run(id, caches, base, [this, &caches](const Tensor& ids_dev, const StepInputs& step) {
+    return true;
+  }
+
+  // What a recorded step runs: the decoder, float32 logits, and their argmax written over the
+  // step's own token slot (which chained greedy steps read as their next token).
+  DecodeGraphs::Body graph_body(CacheSet& caches) {
+    return [this, &caches](const Tensor& ids_dev, const StepInputs& step) {
       DecodeGraphs::Outputs o;
       Tensor out = compute(ids_dev, step, caches, false);
       o.logits = Tensor::empty(out.shape(), DType::F32, device_);
       ops::convert(out, o.logits);
-      o.next = Tensor::empty({1}, DType::I32, device_);
+      o.next = ids_dev;
       ops::argmax(out, o.next);
       return o;
-    }, logits, next);
+    };
+  }
+
+  // A one-token step through a recorded graph (CUDA); false when it must run eagerly.
+  bool graph_step(int32_t id, int64_t start, CacheSet& caches, float* logits, int32_t* next) {
+    StepInputs base;
+    if (!graphs_ || !graph_base(start, base)) return false;
+    return graphs_->run(id, caches, base, graph_body(caches), logits, next);
   }
 
   void load_tensors(WeightLoader& wl) {

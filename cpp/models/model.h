@@ -62,6 +62,16 @@ class Model {
     return static_cast<int32_t>(best);
   }
 
+  // n greedy steps after token `id` (already sampled, not yet in the caches): tokens[0] is the
+  // argmax after `id`, tokens[i] the argmax after tokens[i - 1]. The default runs
+  // forward_argmax per step; a device model may queue the next step before it reads a token.
+  virtual void greedy_steps(int32_t id, int64_t n, CacheSet& caches, int32_t* tokens) {
+    for (int64_t i = 0; i < n; ++i) {
+      tokens[i] = forward_argmax(&id, 1, caches);
+      id = tokens[i];
+    }
+  }
+
   // Sampling step: as forward() with all_rows = false, then ops::sample of the last row's logits
   // under `args` where the logits are (only `out` comes back). False: the family has no such path
   // and nothing was run (the caller uses forward() and samples on the host).

@@ -1,5 +1,7 @@
 // Device -> backend lookup, and the generic defaults of the optional Backend ops.
 #include <cmath>
+#include <cstring>
+#include <mutex>
 #include <string>
 
 #include "ops/backends.h"
@@ -142,6 +144,44 @@ void Backend::norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const Qu
   Tensor normed = Tensor::empty(x.shape(), x.dtype(), x.device());
   rms_norm(x, norm.w, norm.eps, norm.add_one, normed);
   qgated_matmul(normed, w, bias, act, out);
+}
+
+namespace {
+// The default Backend::read_later copies at once into one of these slots.
+struct HostReads {
+  static constexpr int64_t kSlots = 64, kBytes = 16;
+  std::mutex mu;
+  int64_t next = 0;
+  int64_t size[kSlots] = {};
+  unsigned char data[kSlots][kBytes] = {};
+};
+
+HostReads& host_reads() {
+  static HostReads* r = new HostReads();
+  return *r;
+}
+}  // namespace
+
+int64_t Backend::read_later(const void* src, int64_t bytes) {
+  if (bytes <= 0 || bytes > HostReads::kBytes)
+    fail(ErrorCode::kInvalidArgument, "read_later takes 1 to 16 bytes, not " + std::to_string(bytes));
+  HostReads& r = host_reads();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const int64_t t = r.next;
+  const int64_t slot = t % HostReads::kSlots;
+  copy(r.data[slot], Device::kCPU, src, device(), bytes);
+  r.size[slot] = bytes;
+  ++r.next;
+  return t;
+}
+
+void Backend::read_wait(int64_t ticket, void* dst) {
+  HostReads& r = host_reads();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (ticket < 0 || ticket >= r.next || r.next - ticket > HostReads::kSlots)
+    fail(ErrorCode::kInternal, "read ticket " + std::to_string(ticket) + " is unknown or expired");
+  const int64_t slot = ticket % HostReads::kSlots;
+  std::memcpy(dst, r.data[slot], static_cast<size_t>(r.size[slot]));
 }
 
 std::unique_ptr<DeviceGraph> Backend::end_capture() {

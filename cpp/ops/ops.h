@@ -141,6 +141,13 @@ class Backend {
   // Sets `bytes` bytes of this device's memory at p to zero (queued in order with the ops).
   virtual void zero(void* p, int64_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Small reads the host collects later, so it can queue more work before it waits: read_later
+  // queues a copy of `bytes` (at most 16) bytes at this device's address `src` behind the work
+  // queued so far and returns a ticket; read_wait(ticket, dst) blocks until that copy has landed
+  // and writes the bytes to host memory `dst`. A ticket is read once; tickets older than the
+  // last 64 are gone (kInternal). The default copies at once (read_wait only hands the bytes over).
+  virtual int64_t read_later(const void* src, int64_t bytes);
+  virtual void read_wait(int64_t ticket, void* dst);
 
   // A dense weight [N, K] in the layout this backend's matmul and embedding read fastest, made once
   // when a model loads (the CPU's four-row blocks for bf16 weights on its bf16-dot path); the

@@ -195,15 +195,38 @@ export function generate(target: GenerationTarget, input: GenerationInput, optio
   // Native state exists only while the stream is consumed: created by the first next(), disposed
   // when the loop ends for any reason (an unconsumed Generation holds nothing).
   let seq: NativeGenerationSequence | undefined;
+  // Tokens come from the native side in bursts of up to ~BURST_MS of steps (one call each, so
+  // the host's turn between tokens does not stall the device; greedy decoding on a GPU also
+  // queues each step before reading the token before it). A burst ends at a stop id; tokens
+  // after a stop string are computed and dropped.
+  const stopIds = Int32Array.from(p.stopIds);
+  let ahead: NativeSample[] = [];
+  let given = 0;
+  let burst = 1;
   return runGeneration(target, p, {
-    first: () => {
+    first: async () => {
       seq = new (native().GenerationSequence)(handle, p.options.sampling, p.prompt.length + p.maxTokens);
-      return seq.prefill(Int32Array.from(p.prompt));
+      const s = await seq.prefill(Int32Array.from(p.prompt));
+      given = 1;
+      return s;
     },
-    next: (token) => seq!.step(token),
+    next: async (token) => {
+      if (ahead.length === 0) {
+        const t = performance.now();
+        ahead = await seq!.steps(token, Math.max(1, Math.min(burst, p.maxTokens - given)), stopIds);
+        const perStep = (performance.now() - t) / Math.max(1, ahead.length);
+        burst = Math.max(1, Math.min(MAX_BURST, Math.floor(BURST_MS / Math.max(perStep, 0.01))));
+      }
+      given++;
+      return ahead.shift()!;
+    },
     dispose: () => seq?.dispose(),
   });
 }
+
+/** Target duration of one native call of generate() (ms), and its most steps. */
+const BURST_MS = 16;
+const MAX_BURST = 16;
 
 /** The generation loop over any token source: detokenizing, stop ids and strings, abort, stats. */
 export function runGeneration(target: GenerationTarget, p: PreparedGeneration, source: TokenSource): Generation {

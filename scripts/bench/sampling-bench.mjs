@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 
 import { generate } from '../../dist/generation/index.js';
 import { loadModel, nativeModel } from '../../dist/models/model.js';
+import { native } from '../../dist/native/index.js';
 
 const { values } = parseArgs({
   options: {
@@ -47,4 +48,17 @@ for (const [label, opts] of modes) {
   }
   console.log(`generate ${label}: ${Math.max(...best).toFixed(1)} tok/s (${gen} tokens, ${n} events, best of 2, ${where})`);
 }
+// The same greedy decode driven one native step per call (what generate() did before it asked
+// for several steps per call), for comparison.
+const seqOpts = { temperature: 0, seed: 7 };
+const perCall = [];
+for (let r = 0; r < 2; r++) {
+  const seq = new (native().GenerationSequence)(target.nativeHandle, seqOpts, prompt.length + gen + 1);
+  const t0 = performance.now();
+  let tok = (await seq.prefill(Int32Array.from(prompt))).token;
+  for (let i = 1; i < gen; i++) tok = (await seq.step(tok)).token;
+  perCall.push(gen / ((performance.now() - t0) / 1000));
+  seq.dispose();
+}
+console.log(`one step per call greedy: ${Math.max(...perCall).toFixed(1)} tok/s (${gen} tokens, best of 2)`);
 model.dispose();

@@ -44,6 +44,13 @@ export interface NativeGenerationSequence {
   prefill(ids: Int32Array, chunk?: number): Promise<NativeSample>;
   /** Commits `token` (the last sampled one), runs it and samples the next. */
   step(token: number): Promise<NativeSample>;
+  /**
+   * Up to `count` (1..4096) steps in one call, as `step` each: the first commits `token`, each
+   * later one the token sampled before it; ends after a token in `stopIds` or at the capacity.
+   * Plain greedy on a GPU queues each step before it reads the token before it, so a stop token
+   * has one more step run after it: the sequence has then ended (later steps are refused).
+   */
+  steps(token: number, count: number, stopIds?: Int32Array): Promise<NativeSample[]>;
   /** Releases the KV caches now (a step in flight keeps them until it returns). */
   dispose(): void;
   /** Tokens run through the model so far. */

@@ -58,6 +58,8 @@ class CudaBackend final : public Backend {
   void norm_qmatmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Tensor& y) override;
   void norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Activation act,
                           Tensor& out) override;
+  int64_t read_later(const void* src, int64_t bytes) override;
+  void read_wait(int64_t ticket, void* dst) override;
   bool begin_capture() override;                        // graph.cu
   std::unique_ptr<DeviceGraph> end_capture() override;  // graph.cu
   void abort_capture() override;                        // graph.cu
