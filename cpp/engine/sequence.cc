@@ -71,10 +71,14 @@ SampleResult Sequence::prefill(const int32_t* ids, int64_t n, int64_t chunk) {
   return forward_sample(ids + off, n - off);
 }
 
-SampleResult Sequence::step(int32_t token) {
+void Sequence::admit(int32_t token) const {
   if (length_ == 0) fail(ErrorCode::kInvalidArgument, "step before prefill", "input");
   if (ended_) fail(ErrorCode::kInvalidArgument, "the sequence has ended at a stop token", "input");
   check(&token, 1);
+}
+
+SampleResult Sequence::step(int32_t token) {
+  admit(token);
   sampler_.accept(token);
   return forward_sample(&token, 1);
 }
@@ -91,9 +95,7 @@ std::vector<SampleResult> Sequence::steps(int32_t token, int64_t count, const st
     if (out.empty()) out.push_back(step(token));  // at the capacity: step() says so
     return out;
   }
-  if (length_ == 0) fail(ErrorCode::kInvalidArgument, "step before prefill", "input");
-  if (ended_) fail(ErrorCode::kInvalidArgument, "the sequence has ended at a stop token", "input");
-  check(&token, 1);
+  admit(token);
   count = std::min(count, max_tokens_ - length_);
   std::vector<int32_t> toks(static_cast<size_t>(count));
   model_->greedy_steps(token, count, caches_, toks.data());

@@ -42,6 +42,7 @@ class Sequence {
 
  private:
   void check(const int32_t* ids, int64_t t) const;  // capacity and token ids
+  void admit(int32_t token) const;                   // what a step of `token` needs: prefill done, not ended, check()
   // Both below run ids that check() has already accepted (prefill and step check once).
   void forward(const int32_t* ids, int64_t t);
   // Runs ids and samples the token after them: on the device (Model::forward_sample) when the
