@@ -7,13 +7,13 @@
 # generate() greedy on the 1B (sampling-bench.mjs; one JS round trip per token, not chained).
 # Logs: $OUT/chain-logs.tgz.
 #   bash scripts/cuda/stage.sh DEST --tests; then on the device:
-#   source .device/prelude.sh; cd DEST && bash scripts/cuda/chain-device.sh
+#   source .device/prelude.sh; cd DEST && bash scripts/cuda/greedy-chain-device.sh
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
 STEP_TAIL=3
 source scripts/cuda/steps.sh
-device_setup chain-logs 575
+device_setup chain-logs "${CHAIN_DEADLINE:-575}"
 make_ck() {
   timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1 &&
     touch "$ck/ck-$1.done" &&
@@ -30,13 +30,16 @@ step graph_check 120 'FAIL|CHECK|tokens' node scripts/cuda/graph-check.mjs 300
 test_deps
 step vitest_sampling 120 'Test Files|Tests |FAIL|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-sampling.test.ts
 for r in 1 2; do
-  for s in 1b 1b-q4 8b 8b-q4; do
+  for s in 1b 1b-q4 gen 8b 8b-q4; do
+    if [[ $s == gen ]]; then
+      [[ $r == 1 ]] && STEP_TAIL=8 step generate_1b 90 'generate|one step' node scripts/bench/sampling-bench.mjs --model "$ck/ck-1b" --gen 256
+      continue
+    fi
     wait_for "ck-$s" || continue
     for c in 0 1; do
       [[ $(left) -lt 40 ]] && break 3
       step "bench_${s}_chain${c}_$r" 60 '^decode' env MLXB_GREEDY_CHAIN=$c node scripts/bench/bench.mjs --model "$ck/ck-$s" --device cuda --runs 3
     done
   done
-  [[ $r == 1 ]] && STEP_TAIL=8 step generate_1b 90 'generate|one step' node scripts/bench/sampling-bench.mjs --model "$ck/ck-1b" --gen 256
 done
 stamp done
