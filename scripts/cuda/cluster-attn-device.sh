@@ -12,7 +12,7 @@ source scripts/cuda/steps.sh
 device_setup cluster-logs "${MLXB_DEADLINE:-420}"
 stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
-(ckpt 1b; cp -r $ck/ck-1b $ck/ck-1b-keep; quant_q4 1b; mv $ck/ck-1b-keep $ck/ck-1b; touch $ck/ck-1b.done) &
+(ckpt 1b; quant_q4 1b keep; touch $ck/ck-1b.done) &
 step cuda_ops_check 150 'FAIL|PASSED|failures|cluster' env MLXB_ATTN_CLUSTER=1 ./build-dev/cuda_ops_check
 step graph_check 60 'FAIL|CHECK' env MLXB_ATTN_CLUSTER=1 node scripts/cuda/graph-check.mjs 50
 b() { local name=$1 model=$2; shift 2; [[ $(left) -lt 30 ]] && return; step "$name" 60 '^decode' env "$@" node scripts/bench/bench.mjs --model "$model" --device cuda --runs 2; }

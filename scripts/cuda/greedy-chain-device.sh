@@ -14,13 +14,7 @@ source scripts/cuda/env.sh
 STEP_TAIL=3
 source scripts/cuda/steps.sh
 device_setup chain-logs "${CHAIN_DEADLINE:-575}"
-make_ck() {
-  timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1 &&
-    touch "$ck/ck-$1.done" &&
-    wait_for build &&
-    timeout 240 node dist/cli/main.js quantize --model "$ck/ck-$1" --out "$ck/ck-$1-q4" --bits 4 --group-size 64 \
-      > "$logs/q-$1.log" 2>&1 && touch "$ck/ck-$1-q4.done"
-}
+make_ck() { ckpt "$1" && touch "$ck/ck-$1.done" && wait_for build && quant_q4 "$1" keep; }
 rm -f "$ck"/*.done
 (make_ck 1b; make_ck 8b) &
 stamp build

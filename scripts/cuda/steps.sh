@@ -34,13 +34,14 @@ memory_dir() {
 
 # ckpt SHAPE: a random-weight checkpoint in $ck/ck-SHAPE (make-checkpoint.mjs); quant_q4 SHAPE: its
 # 4-bit g64 copy by our quantizer in $ck/ck-SHAPE-q4, marked by $ck/ck-SHAPE-q4.done, the bf16 one
-# then removed (MLXB_NATIVE_PATH must be exported before: quantize loads the addon). wait_for NAME:
+# then removed unless `quant_q4 SHAPE keep` (MLXB_NATIVE_PATH must be exported before: quantize
+# loads the addon). wait_for NAME:
 # until $ck/NAME.done exists or the script's one deadline ($deadline, epoch seconds) has passed.
 ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1; }
 quant_q4() {
   timeout 240 node dist/cli/main.js quantize --model "$ck/ck-$1" --out "$ck/ck-$1-q4" --bits 4 --group-size 64 > "$logs/q-$1.log" 2>&1 &&
     touch "$ck/ck-$1-q4.done"
-  rm -rf "$ck/ck-$1"
+  [[ ${2:-} == keep ]] || rm -rf "$ck/ck-$1"
 }
 wait_for() { while [[ $(date +%s) -lt $deadline ]]; do [[ -f $ck/$1.done ]] && return 0; sleep 1; done; echo "  $1 not ready"; return 1; }
 
