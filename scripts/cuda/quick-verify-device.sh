@@ -16,7 +16,9 @@ STEP_TAIL=12
 source scripts/cuda/steps.sh  # stamp, step NAME LIMIT FILTER CMD..., step_logs, memory_dir
 step_logs quick-logs
 memory_dir
-ckpt() { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1 && touch "$ck/ck-$1.done"; }
+ckpt() {  # reuses one an earlier script of the same call made
+  [[ -f $ck/ck-$1.done ]] || { timeout 200 node scripts/bench/make-checkpoint.mjs --shape "$1" --out "$ck/ck-$1" > "$logs/ck-$1.log" 2>&1 && touch "$ck/ck-$1.done"; }
+}
 wait_ckpt() { for _ in $(seq 200); do [[ -f $ck/ck-$1.done ]] && return 0; sleep 1; done; echo "  checkpoint $1 not ready"; return 1; }
 [[ -f .test-deps.tar.xz && ! -d node_modules/vitest ]] && tar -xJf .test-deps.tar.xz
 (ckpt 1b; ckpt 8b) &

@@ -34,6 +34,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
@@ -41,6 +44,7 @@
 #include "backend/cuda/paged_attention.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/smem_copy.cuh"
+#include "backend/cuda/tma.cuh"
 
 namespace mlxb::cuda {
 
@@ -233,6 +237,10 @@ __device__ __forceinline__ void combine_splits(const float* __restrict__ base, i
     for (int i = 0; i < kE; ++i) out[h * D + lane + 32 * i] = __float2bfloat16_rn(acc[i] * inv);
   }
 }
+
+struct TmaMaps {
+  CUtensorMap k, v;
+};
 
 struct SplitArgs {
   const __nv_bfloat16* q;
@@ -539,15 +547,28 @@ __device__ __forceinline__ void ldmatrix_x4_trans_at(uint32_t (&r)[4], uint32_t 
 // --stream-probe, scripts/cuda/NOTES.md).
 // kRegK false: keys through the ring; true: in registers, at most 2 blocks per SM at D = 128 (181
 // registers). (A 3-blocks-per-SM form of it lost everywhere and was removed.)
-template <int D, int kG, bool kRegK = false>
-__global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK ? 2 : 3) : 4) paged_split2_kernel(SplitArgs a) {
+//
+// kMode kTmaMode (MLXB_PAGED_TMA, see split_tma; sm_90, block size >= 16, no window, no folded
+// rope): each 16-key half of K and of V is one page of the pool (the half starts at a multiple of
+// 16 keys), so lane 0 of the warp fetches it with 2-D tensor copies (boxes of 16 rows x 64 values,
+// 128-byte swizzle, kmap / vmap over the pool as [kv heads * slots, D]) completing on one
+// mbarrier per ring slot, instead of 32 lanes issuing 16-byte cp.async. Slots past the row's
+// length come whole with the page: their K scores are masked as before, and the V rows past the
+// visible keys are zeroed before P V (stale pool memory may hold NaN, and 0 * NaN is NaN).
+constexpr int kRingMode = 0, kRegKMode = 1, kTmaMode = 2;
+template <int D, int kG, int kMode = kRingMode>
+__global__ void __launch_bounds__(kSW * 32, D == 128 ? (kMode == kRegKMode ? 2 : 3) : 4)
+    paged_split2_kernel(SplitArgs a, const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap) {
+  constexpr bool kRegK = kMode == kRegKMode, kTma = kMode == kTmaMode;
   using L = SplitLayout<D>;
   constexpr int LD = L::ld, KS = D / 16, DT = D / 16, CQ = D / 64;
   constexpr uint32_t kRow = LD * 2, kSlot = 16 * kRow;  // bytes per shared row, per ring slot (16 keys)
   static_assert(4 * kSlot == L::warp_bytes, "ring layout");
   constexpr int kStep = kSW * kPiece;  // keys between a warp's chunks
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = kTma ? align_1k(smem_raw) : smem_raw;  // swizzled boxes start on 1 KB
   __shared__ bool s_last;
+  __shared__ uint64_t s_bar[kTma ? kSW : 1][4];  // kTma: one transaction barrier per ring slot
   // Launched programmatically (common.cuh: programmatic_ops): everything before
   // grid_dependency_wait() reads only what the step's inputs and earlier steps wrote (row scalars,
   // table, keys older than the row's newest); q and the newest key are read after it.
@@ -619,6 +640,34 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK ? 2 : 3) : 4) page
 
   // Ring slot 2h holds K, 2h + 1 V of half h of the chunk in use.
   const uint32_t ring = smem_addr(smem + warp * L::warp_bytes);
+  // kTma: slot s at ring + s * kTS holds 16 key rows as D / 64 boxes of 16 x 128 bytes, the 16-byte
+  // chunk c of row r of a box at r * 128 + ((c ^ (r & 7)) * 16).
+  constexpr uint32_t kTS = 16 * D * 2;
+  static_assert(!kTma || (4 * kTS <= L::warp_bytes && L::warp_bytes % 1024 == 0), "tma ring layout");
+  auto tsw = [](uint32_t base, int row, int chunk) {
+    return base + static_cast<uint32_t>((chunk >> 3) * 2048 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+  };
+  uint64_t* bars = s_bar[kTma ? warp : 0];
+  if constexpr (kTma) {
+    if (lane == 0) {
+      for (int i = 0; i < 4; ++i) mbar_init(bars + i, 1);
+      mbar_init_fence();
+    }
+    __syncwarp();
+  }
+  // kTma: ring slot s gets the page of key 16 h of the chunk whose slots slot_l holds (lane i: key i).
+  auto tma_fill = [&](int s, int slot_l, int h) {
+    const int first = __shfl_sync(0xffffffffu, slot_l, 16 * h);
+    if (lane == 0) {
+      const CUtensorMap* map = (s & 1) ? &vmap : &kmap;
+      const int row0 = static_cast<int>(hk * (a.pool_stride / D)) + first;
+      fence_proxy_async();  // this slot's earlier reads and zero stores come before the copy
+      mbar_expect(bars + s, kTS);
+#pragma unroll
+      for (int b = 0; b < D / 64; ++b) tma_2d(smem + warp * L::warp_bytes + s * kTS + b * 2048, map, b * 64, row0, bars + s);
+    }
+  };
+  uint32_t par = 0;  // kTma: the phase every slot's barrier completes next
   const uint32_t cp_off = (lane >> 3) * kRow + (lane & 7) * 16;                                // copies
   const uint32_t k_off = ((lane >> 4) * 8 + (lane & 7)) * kRow + ((lane >> 3) & 1) * 16;       // ldmatrix K
   const uint32_t v_off = (((lane >> 4) & 1) * 8 + (lane & 7)) * kRow + ((lane >> 3) & 1) * 16; // ldmatrix.trans V
@@ -645,6 +694,13 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK ? 2 : 3) : 4) page
     for (int h = 0; h < 2; ++h) {
       slots4(slot_a, h, sp);
       const bool has = j0 + 16 * h < s1;
+      if constexpr (kTma) {
+        if (has) {
+          tma_fill(2 * h, slot_a, h);
+          tma_fill(2 * h + 1, slot_a, h);
+        }
+        continue;
+      }
       if (has) {
         if constexpr (kRegK) kload(h, slot_a);
         else copy(kh, ring + 2 * h * kSlot, sp);
@@ -746,8 +802,12 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK ? 2 : 3) : 4) page
       const bool live = jh < s1, next = jn + 16 * h < s1;
       const int nk = s1 - jh;  // keys of this half that are visible: min(16, nk)
       int spn[4];
-      cp_async_wait<3>();  // this lane's K copies of the half (the three later copies may be in flight)
-      __syncwarp();        // ... and every lane's
+      if constexpr (kTma) {
+        if (live) mbar_wait(bars + 2 * h, par);
+      } else {
+        cp_async_wait<3>();  // this lane's K copies of the half (the three later copies may be in flight)
+        __syncwarp();        // ... and every lane's
+      }
       // S = q K^T: 16 rows (heads) x 16 keys, even and odd k-steps in separate accumulators.
       float sa[2][4], sb[2][4];
 #pragma unroll
@@ -762,6 +822,8 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK ? 2 : 3) : 4) page
             b[1] = (kk & 1) ? w0.w : w0.y;
             b[2] = (kk & 1) ? w1.z : w1.x;
             b[3] = (kk & 1) ? w1.w : w1.y;
+          } else if constexpr (kTma) {
+            ldmatrix_x4_at(b, tsw(ring + 2 * h * kTS, (lane >> 4) * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)));
           } else {
             ldmatrix_x4_at(b, ring + 2 * h * kSlot + k_off + kk * 32);
           }
@@ -774,6 +836,7 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK ? 2 : 3) : 4) page
       slots4(slot_b, h, spn);
       if (next) {
         if constexpr (kRegK) kload(h, slot_b);  // this half's registers are free: the next chunk's keys
+        else if constexpr (kTma) tma_fill(2 * h, slot_b, h);
         else copy(kh, ring + 2 * h * kSlot, spn);
       }
       cp_async_commit();
@@ -818,23 +881,45 @@ __global__ void __launch_bounds__(kSW * 32, D == 128 ? (kRegK ? 2 : 3) : 4) page
         }
         l += psum;
       }
-      cp_async_wait<3>();  // V of the half
-      __syncwarp();
+      if constexpr (kTma) {
+        if (live) {
+          mbar_wait(bars + 2 * h + 1, par);
+          if (nk < 16) {  // rows past the visible keys: zeros, not whatever the pool held
+            const uint32_t vs = ring + (2 * h + 1) * kTS;
+            for (int i = lane; i < (16 - nk) * (D / 8); i += 32) {
+              const int row = nk + i / (D / 8), c = i % (D / 8);
+              asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(vs + (c >> 3) * 2048 + row * 128 + (c & 7) * 16),
+                           "r"(0u)
+                           : "memory");
+            }
+          }
+          __syncwarp();
+        }
+      } else {
+        cp_async_wait<3>();  // V of the half
+        __syncwarp();
+      }
       if (live) {
         // O^T += V^T P^T (P = hi + lo): A = 16 dims x 16 keys of V^T, B = 16 keys x 8 heads of P^T.
 #pragma unroll
         for (int dp = 0; dp < DT; ++dp) {
           uint32_t av[4];
-          ldmatrix_x4_trans_at(av, ring + (2 * h + 1) * kSlot + v_off + dp * 32);
+          if constexpr (kTma) ldmatrix_x4_trans_at(av, tsw(ring + (2 * h + 1) * kTS, ((lane >> 4) & 1) * 8 + (lane & 7), 2 * dp + ((lane >> 3) & 1)));
+          else ldmatrix_x4_trans_at(av, ring + (2 * h + 1) * kSlot + v_off + dp * 32);
           mma16816<__nv_bfloat16>(o[dp], av[0], av[1], av[2], av[3], phi[0], phi[1]);
           mma16816<__nv_bfloat16>(o[dp], av[0], av[1], av[2], av[3], plo[0], plo[1]);
         }
       }
       __syncwarp();  // every lane is done reading V: the next chunk's V may come in
-      if (next) copy(vh, ring + (2 * h + 1) * kSlot, spn);
-      cp_async_commit();
+      if constexpr (kTma) {
+        if (next) tma_fill(2 * h + 1, slot_b, h);
+      } else {
+        if (next) copy(vh, ring + (2 * h + 1) * kSlot, spn);
+        cp_async_commit();
+      }
     }
     slot_b = slot_c;
+    par ^= 1u;
   }
   cp_async_wait<0>();  // only empty groups can be left
 
@@ -876,20 +961,28 @@ __global__ void paged_combine_kernel(SplitArgs a, int grid_splits) {
   combine_splits<D>(base, rs.splits, g, a.out + (static_cast<int64_t>(a.q_offset[r]) * a.hq + static_cast<int64_t>(hk) * g) * D);
 }
 
+// mode: kRingMode / kRegKMode / kTmaMode of paged_split2_kernel (maps: kTmaMode's, else unused).
 template <int D, int kG>
-void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool second, bool regk) {
-  constexpr size_t bytes = SplitLayout<D>::bytes;
+void launch_split(SplitArgs a, int64_t rows, int64_t hkv, int splits, bool second, int mode, const TmaMaps& maps) {
+  constexpr size_t bytes = SplitLayout<D>::bytes, tma_bytes = bytes + 1024;  // + the 1 KB alignment of the boxes
   static bool configured = false;  // per instantiation; the attribute is process-wide
   if (!configured) {
-    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    MLXB_CUDA_OK(cudaFuncSetAttribute(paged_split2_kernel<D, kG, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    auto opt_in = [](auto kernel, size_t b) {
+      MLXB_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(b)));
+    };
+    opt_in(paged_split_kernel<D, kG>, bytes);
+    opt_in(paged_split2_kernel<D, kG, kRingMode>, bytes);
+    opt_in(paged_split2_kernel<D, kG, kRegKMode>, bytes);
+    if (tma_bytes <= static_cast<size_t>(max_smem_optin())) opt_in(paged_split2_kernel<D, kG, kTmaMode>, tma_bytes);
     configured = true;
   }
   dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
-  if (second && regk) launch_kernel(paged_split2_kernel<D, kG, true>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
-  else if (second) launch_kernel(paged_split2_kernel<D, kG>, grid, dim3(kSW * 32), bytes, programmatic_ops("paged"), a);
-  else paged_split_kernel<D, kG><<<grid, kSW * 32, bytes, stream()>>>(a);
+  const dim3 block(kSW * 32);
+  const bool pdl = programmatic_ops("paged");
+  if (!second) paged_split_kernel<D, kG><<<grid, block, bytes, stream()>>>(a);
+  else if (mode == kTmaMode) launch_kernel(paged_split2_kernel<D, kG, kTmaMode>, grid, block, tma_bytes, pdl, a, maps.k, maps.v);
+  else if (mode == kRegKMode) launch_kernel(paged_split2_kernel<D, kG, kRegKMode>, grid, block, bytes, pdl, a, maps.k, maps.v);
+  else launch_kernel(paged_split2_kernel<D, kG, kRingMode>, grid, block, bytes, pdl, a, maps.k, maps.v);
   MLXB_CUDA_LAUNCHED("paged_attention (split)");
   if (splits > 1 && !a.counters) {
     paged_combine_kernel<D><<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(hkv)), 128, 0, stream()>>>(a, splits);
@@ -911,6 +1004,37 @@ bool split_second() {
 bool split_regk() {
   const char* e = std::getenv("MLXB_PAGED_REGK");
   return e && e[0] && e[0] != '0';
+}
+// paged_split2_kernel fetches whole pages with tensor copies (kTmaMode) where it can (sm_90,
+// block size >= 16, no window, no folded rope); MLXB_PAGED_TMA=0 keeps the cp.async ring. Read at
+// each call.
+bool split_tma() {
+  const char* e = std::getenv("MLXB_PAGED_TMA");
+  return !(e && e[0] == '0');
+}
+
+// A pool [kv heads, slots, D] as a 2-D tensor map [kv heads * slots, D] with boxes of 16 rows x
+// 64 values (128-byte swizzle), encoded once per (pool, shape) and kept: pools live as long as
+// the engine, and a recorded step holds the map by value.
+bool pool_map(const Tensor& pool, CUtensorMap& map) {
+  struct Key {
+    const void* p;
+    int64_t rows, d;
+    bool operator==(const Key& o) const { return p == o.p && rows == o.rows && d == o.d; }
+  };
+  static std::mutex mu;
+  static std::vector<std::pair<Key, CUtensorMap>> maps;
+  const Key key{pool.data(), pool.dim(0) * pool.dim(1), pool.dim(2)};
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [k, m] : maps)
+    if (k == key) {
+      map = m;
+      return true;
+    }
+  if (!encode_tma_2d(&map, pool.data(), true, key.rows, key.d, key.d, 16, 64)) return false;
+  if (maps.size() >= 256) maps.erase(maps.begin());  // freed pools' maps age out
+  maps.emplace_back(key, map);
+  return true;
 }
 // MLXB_PAGED_SPLIT_BALANCED=0: splits of `unit` keys and a short last one; otherwise splits of
 // equal size (row_split). Read at each call.
@@ -990,7 +1114,12 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   a.unit = unit;
   a.balanced = split_balanced();
   const bool second = split_second();
-  const bool regk = split_regk();
+  int mode = split_regk() ? kRegKMode : kRingMode;
+  TmaMaps maps{};
+  if (second && !rope && split_tma() && compute_major() >= 9 && bs >= 16 && args.window <= 0 && k.ndim() == 3 && v.ndim() == 3 &&
+      k.stride(0) == k.dim(1) * d && v.stride(0) == v.dim(1) * d && k.dim(0) * k.dim(1) <= INT32_MAX && pool_map(k, maps.k) &&
+      pool_map(v, maps.v))
+    mode = kTmaMode;
   a.bs_shift = shift;
   a.hq = ihq;
   a.hkv = ihkv;
@@ -1011,9 +1140,9 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   }
 #define MLXB_PAGED_SPLIT_LAUNCH(D)                                  \
   do {                                                              \
-    if (g <= 1) launch_split<D, 1>(a, r_count, hkv, splits, second, regk);      \
-    else if (g <= 2) launch_split<D, 2>(a, r_count, hkv, splits, second, regk); \
-    else launch_split<D, 4>(a, r_count, hkv, splits, second, regk);             \
+    if (g <= 1) launch_split<D, 1>(a, r_count, hkv, splits, second, mode, maps);      \
+    else if (g <= 2) launch_split<D, 2>(a, r_count, hkv, splits, second, mode, maps); \
+    else launch_split<D, 4>(a, r_count, hkv, splits, second, mode, maps);             \
   } while (0)
   if (d == 128) MLXB_PAGED_SPLIT_LAUNCH(128);
   else MLXB_PAGED_SPLIT_LAUNCH(64);
