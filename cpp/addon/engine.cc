@@ -239,6 +239,7 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
       o.Set("blocksFree", static_cast<double>(s.sched.blocks.free));
       o.Set("blocksCached", static_cast<double>(s.sched.blocks.cached));
       o.Set("steps", static_cast<double>(s.sched.steps));
+      o.Set("stepsAhead", static_cast<double>(s.sched.steps_ahead));
       o.Set("generatedTokens", static_cast<double>(s.sched.generated_tokens));
       o.Set("prefillTokens", static_cast<double>(s.sched.prefill_tokens));
       o.Set("cachedTokens", static_cast<double>(s.sched.cached_tokens));

@@ -58,13 +58,18 @@ EngineStats Engine::stats() {
   return s;
 }
 
+// With a runner that pipelines (StepRunner::queue), the step after a queued one is planned on the
+// guess that none of its rows ends (Scheduler::plan_ahead) and queued before the loop waits for
+// the first one's tokens, so the device goes on while the host completes a step and hands its
+// events over. A guess that fails costs one dropped token per ended row.
 void Engine::loop() {
-  StepPlan plan;
+  StepPlan plan, ahead;
   StepOutput out;
+  bool queued = false;  // `plan` (an earlier `ahead`) is queued on the runner
   for (;;) {
     std::vector<StepEvent> events;
-    bool have_step = false;
-    {
+    bool have_step = queued;
+    if (!queued) {
       std::unique_lock<std::mutex> lock(mu_);
       for (;;) {
         have_step = sched_.plan(plan, events);
@@ -75,13 +80,35 @@ void Engine::loop() {
       }
     }
     if (have_step) {
-      out.tokens.assign(plan.rows.size(), -1);
       std::string error;
+      bool ahead_queued = false, collected = false;
       try {
-        runner_->run(plan, out);
+        if (!queued) queued = runner_->queue(plan, false);
+        if (queued) {
+          bool planned = false;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            planned = !closing_ && sched_.plan_ahead(plan, ahead);
+          }
+          if (planned) ahead_queued = runner_->queue(ahead, true);
+          collected = true;  // collect takes the step off the runner's queue even when it throws
+          runner_->collect(out);
+        } else {
+          out.tokens.assign(plan.rows.size(), -1);
+          runner_->run(plan, out);
+        }
       } catch (const std::exception& e) {
         error = e.what();
         if (error.empty()) error = "the model step failed";
+      }
+      if (!error.empty()) {  // drain the runner's queue; the rows end with the error below
+        for (int k = (queued && !collected ? 1 : 0) + (ahead_queued ? 1 : 0); k > 0; --k) {
+          try {
+            runner_->collect(out);
+          } catch (const std::exception&) {
+          }
+        }
+        ahead_queued = false;
       }
       std::lock_guard<std::mutex> lock(mu_);
       if (error.empty()) sched_.complete(plan, out, events);
@@ -91,13 +118,15 @@ void Engine::loop() {
       rate_window_.emplace_back(now, sched_.stats().generated_tokens);
       while (rate_window_.size() > 2 && now - rate_window_.front().first > std::chrono::seconds(3))
         rate_window_.pop_front();
+      queued = ahead_queued;
+      if (queued) std::swap(plan, ahead);
     }
     for (const StepEvent& e : events)
       if (e.finish != FinishReason::kNone) runner_->forget(e.seq_id);
     bool exiting = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      exiting = closing_ && sched_.idle();
+      exiting = !queued && closing_ && sched_.idle();
       finished_ = exiting;
     }
     if (!events.empty() || exiting) sink_(std::move(events), exiting);

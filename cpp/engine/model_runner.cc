@@ -1,6 +1,8 @@
 // Runner glue (see model_runner.h).
 #include "engine/model_runner.h"
 
+#include <cstdlib>
+
 #include "core/error.h"
 
 namespace mlxb {
@@ -23,7 +25,9 @@ ModelRunner::ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64
     : model_(std::move(model)),
       pool_(spec_for(*model_, block_size, num_blocks)),
       batch_invariant_(batch_invariant),
-      device_argmax_(device_argmax) {}
+      device_argmax_(device_argmax) {
+  if (const char* e = std::getenv("MLXB_ENGINE_PIPELINE")) pipeline_ = e[0] == '0' ? 0 : 1;
+}
 
 void ModelRunner::begin(int64_t seq_id, const std::vector<int32_t>& prompt, const SamplingParams& params) {
   auto s = std::make_shared<Sampler>(params, model_->config().vocab_size);
@@ -110,6 +114,69 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
       info.top_tokens.push_back(t.token);
       info.top_logprobs.push_back(t.logprob);
     }
+  }
+}
+
+bool ModelRunner::queue(const StepPlan& plan, bool fed) {
+  const bool on_device = model_->device() != Device::kCPU;
+  if (pipeline_ == 0 || (!on_device && pipeline_ != 1) || !device_argmax_ || plan.rows.empty()) return false;
+  const size_t n = plan.rows.size();
+  if (fed && (queued_.empty() || queued_.back().samplers.size() != n)) return false;
+  Queued q;
+  q.samplers.resize(n);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < n; ++i) {
+      const StepRow& r = plan.rows[i];
+      if (!r.sample || r.count != 1 || (!fed && !r.tokens)) return false;
+      auto it = samplers_.find(r.seq_id);
+      MLXB_CHECK(it != samplers_.end(), "runner has no sampler for a planned sequence");
+      if (!it->second->plain_greedy()) return false;
+      q.samplers[i] = it->second;
+    }
+  }
+  std::vector<int32_t> ids(n, 0), argmax(n, -1);
+  if (fed && queued_.back().ticket < 0) ids = queued_.back().tokens;  // the step before ran at once
+  std::vector<Model::PagedRow> paged(n);
+  for (size_t i = 0; i < n; ++i) {
+    const StepRow& r = plan.rows[i];
+    paged[i].ids = fed ? ids.data() + i : r.tokens;
+    paged[i].t = 1;
+    paged[i].start = r.start;
+    paged[i].blocks = r.blocks;
+    paged[i].argmax = &argmax[i];
+  }
+  q.ticket = model_->forward_paged_queue(pool_, paged, batch_invariant_, fed);
+  if (q.ticket < 0) {
+    // A device model whose step cannot be queued now: the engine runs it after collecting. On the
+    // CPU (MLXB_ENGINE_PIPELINE=1) the step runs here, so that collect only hands its ids over.
+    if (on_device || (fed && queued_.back().ticket >= 0)) return false;
+    if (!model_->forward_paged(pool_, paged, batch_invariant_)) return false;
+    q.tokens = argmax;
+  }
+  queued_.push_back(std::move(q));
+  return true;
+}
+
+void ModelRunner::collect(StepOutput& out) {
+  MLXB_CHECK(!queued_.empty(), "runner: collect without a queued step");
+  Queued q = std::move(queued_.front());
+  queued_.pop_front();
+  const size_t n = q.samplers.size();
+  if (q.ticket >= 0) {
+    q.tokens.assign(n, -1);
+    model_->forward_paged_collect(q.ticket, q.tokens.data(), static_cast<int64_t>(n));
+  }
+  const int64_t vocab = model_->config().vocab_size;
+  out.tokens.assign(n, -1);
+  out.samples.assign(n, SampleInfo{});
+  for (size_t i = 0; i < n; ++i) {
+    SampleResult res;
+    res.token = q.tokens[i];
+    if (res.token < 0 || res.token >= vocab) fail(ErrorCode::kInternal, "sampler returned a token outside the vocabulary");
+    q.samplers[i]->accept(res.token);
+    out.tokens[i] = res.token;
+    out.samples[i].logprob = res.logprob;
   }
 }
 

@@ -168,8 +168,30 @@ bool Scheduler::plan(StepPlan& plan, std::vector<StepEvent>& events) {
     running_.pop_back();
     waiting_.front()->preempted = false;
   }
-  if (plan.rows.empty()) return false;
-  ++totals_.steps;
+  return !plan.rows.empty();
+}
+
+bool Scheduler::plan_ahead(const StepPlan& pending, StepPlan& next) {
+  next.rows.clear();
+  next.prefill_tokens = 0;
+  if (cancel_all_ || !cancelled_.empty() || pending.rows.size() != running_.size()) return false;
+  if (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_rows) return false;
+  for (const StepRow& r : pending.rows) {
+    Seq* s = find_running(r.seq_id);
+    if (!s || s->done || !r.sample || r.count != 1 || s->computed != r.start) return false;
+    // The pending step's token ends the row by length: nothing to guess.
+    if (s->generated + 1 >= s->req.max_new_tokens || static_cast<int64_t>(s->tokens.size()) + 1 >= opt_.max_context)
+      return false;
+  }
+  for (const StepRow& r : pending.rows) {
+    Seq& s = *find_running(r.seq_id);
+    if (!ensure_blocks(s, r.start + 2)) return false;  // blocks taken so far are the rows' next ones anyway
+    StepRow n = r;
+    n.tokens = nullptr;
+    n.start = r.start + 1;
+    n.blocks = &s.table;
+    next.rows.push_back(n);
+  }
   return true;
 }
 
@@ -259,9 +281,12 @@ bool Scheduler::plan_once(StepPlan& plan, std::vector<StepEvent>& events) {
 void Scheduler::complete(const StepPlan& plan, const StepOutput& out, std::vector<StepEvent>& events) {
   MLXB_CHECK(out.tokens.size() == plan.rows.size(), "runner output does not match the plan");
   totals_.prefill_tokens += plan.prefill_tokens;
+  ++totals_.steps;
+  if (!plan.rows.empty() && !plan.rows[0].tokens) ++totals_.steps_ahead;
   for (size_t k = 0; k < plan.rows.size(); ++k) {
     const StepRow& r = plan.rows[k];
     Seq* s = find_running(r.seq_id);
+    if (!s && !r.tokens) continue;  // a fed row (plan_ahead) whose sequence ended the step before
     MLXB_CHECK(s != nullptr && s->computed == r.start, "plan row does not match a running sequence");
     s->computed += r.count;
     publish_full_blocks(*s);
@@ -297,6 +322,7 @@ void Scheduler::complete(const StepPlan& plan, const StepOutput& out, std::vecto
 }
 
 void Scheduler::fail_step(const StepPlan& plan, const std::string& message, std::vector<StepEvent>& events) {
+  ++totals_.steps;
   for (const StepRow& r : plan.rows)
     if (Seq* s = find_running(r.seq_id); s && !s->done) finish(*s, FinishReason::kError, events, message);
   running_.erase(std::remove_if(running_.begin(), running_.end(),

@@ -53,6 +53,7 @@ struct SchedulerStats {
   int64_t running = 0, waiting = 0;
   BlockCounts blocks;
   int64_t steps = 0, generated_tokens = 0, prefill_tokens = 0, cached_tokens = 0, preemptions = 0;
+  int64_t steps_ahead = 0;  // steps planned by plan_ahead (pipelined) that ran
 };
 
 class Scheduler {
@@ -73,8 +74,15 @@ class Scheduler {
   // Applies cancellations, then builds the next step. Events for requests that ended without a
   // step (aborts, requests that cannot fit) are appended to `events`. False when nothing runs.
   bool plan(StepPlan& plan, std::vector<StepEvent>& events);
-  // Applies the runner's output for the last plan: appends sampled tokens, publishes newly
-  // complete blocks, ends finished rows.
+  // Pipelining: plans the step after `pending` (planned, not yet completed) on the guess that
+  // none of its rows ends there: the same rows in the same order, one position on, tokens fed by
+  // the runner (StepRow::tokens null). False (nothing planned) unless `pending` advances every
+  // running row by one sampled token, none can end by length there, no cancellation is pending,
+  // no waiting request could be admitted, and the rows' next blocks can be had.
+  bool plan_ahead(const StepPlan& pending, StepPlan& next);
+  // Applies the runner's output for a plan: appends sampled tokens, publishes newly complete
+  // blocks, ends finished rows. Rows of sequences that ended before (a plan_ahead step whose
+  // guess failed) are skipped: their tokens are dropped.
   void complete(const StepPlan& plan, const StepOutput& out, std::vector<StepEvent>& events);
   // The runner failed on the last plan: every row in it ends with kError.
   void fail_step(const StepPlan& plan, const std::string& message, std::vector<StepEvent>& events);

@@ -37,11 +37,22 @@ struct StepOutput {
 
 // What the engine drives. `begin` / `forget` bracket a sequence's life so the runner can keep
 // per-sequence state (sampler, RNG); `run` executes one plan.
+// Pipelining (optional): `queue` starts a plan and returns without waiting for its tokens (false:
+// this runner or this plan cannot, and nothing was started; the caller uses `run` once it has
+// collected what is queued). With `fed`, row i's token is the one row i of the plan queued just
+// before samples (StepRow::tokens is not read; same rows in the same order). `collect` waits
+// for the oldest queued plan and fills its output.
 class StepRunner {
  public:
   virtual ~StepRunner() = default;
   virtual void run(const StepPlan& plan, StepOutput& out) = 0;
   virtual void forget(int64_t seq_id) = 0;
+  virtual bool queue(const StepPlan& plan, bool fed) {
+    (void)plan;
+    (void)fed;
+    return false;
+  }
+  virtual void collect(StepOutput& out) { (void)out; }
 };
 
 }  // namespace mlxb

@@ -171,6 +171,15 @@ class Decoder final : public Model {
     decoder_forward_paged(d, pool, rows);
     return true;
   }
+  int64_t forward_paged_queue(PagedKVPool& pool, const std::vector<PagedRow>& rows, bool batch_invariant, bool fed) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    DecoderParts d = parts();
+    d.batch_invariant = batch_invariant;
+    return decoder_paged_queue(d, pool, rows, fed);
+  }
+  void forward_paged_collect(int64_t ticket, int32_t* argmax, int64_t n) override {
+    decoder_paged_collect(device_, ticket, argmax, n);
+  }
 
  private:
   DecoderParts parts() const {

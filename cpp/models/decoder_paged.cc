@@ -83,16 +83,27 @@ void deliver(const DecoderParts& d, const std::vector<Model::PagedRow>& rows, co
   if (any_logits) copy_logits(d, out.slice_rows(0, static_cast<int64_t>(dst.size())), dst);
 }
 
+// A queued step (decoder_paged_queue): only the argmax is asked for; `fed` takes the ids from the
+// step queued before. `ticket` receives the read of the argmax.
+struct QueuedStep {
+  bool fed = false;
+  int64_t ticket = -1;
+};
+
 // A step where every row decodes one token and samples it, on CUDA with rope arguments shared by
 // all rows: padded to a row bucket and replayed from a recorded graph (rows_graph.h), or run
 // eagerly in the same padded form when not recorded (yet). False: the step does not qualify.
-bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows) {
+// With `queue`, only a recorded step runs, and it is left in flight (see QueuedStep).
+bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows,
+                       QueuedStep* queue = nullptr) {
   if (!d.row_graphs || d.device == Device::kCPU || StepProfile::get().level() >= 2) return false;
   const PagedSpec& ps = pool.spec();
   const int64_t bs = ps.block_size, n = static_cast<int64_t>(rows.size());
+  if (queue && n * static_cast<int64_t>(sizeof(int32_t)) > Backend::kReadBytes) return false;
   int64_t max_len = 1;
   for (const Model::PagedRow& r : rows) {
     if (r.t != 1 || !wants_output(r)) return false;
+    if (queue && (!r.argmax || r.logits || r.sample)) return false;
     max_len = std::max(max_len, r.start + 1);
   }
   if (!d.rope_global->fixed(max_len) || (d.rope_local && !d.rope_local->fixed(max_len))) return false;
@@ -103,8 +114,9 @@ bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vect
     if (d.rope_local && !same_rope(d.rope_local->args(r.start + 1), local)) return false;
   }
   const auto t0 = StepProfile::Clock::now();
+  const bool fed = queue && queue->fed;
   for (const Model::PagedRow& r : rows) {
-    check_row(d, r.ids, r.t, r.start);
+    if (!fed) check_row(d, r.ids, r.t, r.start);
     check_blocks(ps, r);
   }
   const int64_t rb = RowGraphs::rows_bucket(n), width = RowGraphs::width_bucket((max_len + bs - 1) / bs);
@@ -122,7 +134,7 @@ bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vect
   for (int64_t i = 0; i < n; ++i) {
     const Model::PagedRow& r = rows[static_cast<size_t>(i)];
     const std::vector<int32_t>& bl = *r.blocks;
-    at(RowGraphs::kIds, i) = r.ids[0];
+    at(RowGraphs::kIds, i) = fed ? 0 : r.ids[0];  // fed: overwritten on the device
     at(RowGraphs::kPos, i) = static_cast<int32_t>(r.start);
     at(RowGraphs::kSlots, i) = static_cast<int32_t>(bl[static_cast<size_t>(r.start / bs)] * bs + r.start % bs);
     at(RowGraphs::kKvLen, i) = static_cast<int32_t>(r.start + 1);
@@ -176,6 +188,15 @@ bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vect
   key.push_back(bits[0]);
   key.push_back(bits[1]);
   const auto t1 = StepProfile::Clock::now();
+  if (queue) {
+    if (!d.row_graphs->recorded(key)) return false;
+    const RowGraphs::Outputs* res = d.row_graphs->run(key, rb, width, host, body, fed ? n : 0);
+    if (!res) return false;
+    queue->ticket = d.row_graphs->pass_on(res->next, n);
+    const auto t2 = StepProfile::Clock::now();
+    StepProfile::get().step(n, true, t0, t1, t2, t2);
+    return true;
+  }
   const RowGraphs::Outputs* res = d.row_graphs->run(key, rb, width, host, body);
   const bool replayed = res != nullptr;
   RowGraphs::Outputs eager;
@@ -191,6 +212,22 @@ bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vect
 }
 
 }  // namespace
+
+int64_t decoder_paged_queue(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows, bool fed) {
+  if (rows.empty()) return -1;
+  check_pool(d, pool);
+  QueuedStep q;
+  q.fed = fed;
+  return paged_decode_step(d, pool, rows, &q) ? q.ticket : -1;
+}
+
+void decoder_paged_collect(Device device, int64_t ticket, int32_t* argmax, int64_t n) {
+  int32_t buf[Backend::kReadBytes / sizeof(int32_t)];
+  if (n < 0 || n > static_cast<int64_t>(Backend::kReadBytes / sizeof(int32_t)))
+    fail(ErrorCode::kInternal, "paged collect: " + std::to_string(n) + " rows");
+  backend(device).read_wait(ticket, buf);
+  std::copy(buf, buf + n, argmax);
+}
 
 void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows) {
   if (rows.empty()) return;

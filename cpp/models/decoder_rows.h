@@ -45,5 +45,8 @@ struct DecoderParts {
 
 void decoder_forward_rows(const DecoderParts& d, const std::vector<Model::Row>& rows);
 void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows);
+// Model::forward_paged_queue / forward_paged_collect: only recorded decode steps (CUDA) queue.
+int64_t decoder_paged_queue(const DecoderParts& d, PagedKVPool& pool, const std::vector<Model::PagedRow>& rows, bool fed);
+void decoder_paged_collect(Device device, int64_t ticket, int32_t* argmax, int64_t n);
 
 }  // namespace mlxb

@@ -121,6 +121,25 @@ class Model {
     (void)batch_invariant;
     return false;
   }
+  // Engine pipelining: queues one forward_paged step whose every row decodes one token and asks
+  // only for its argmax, and returns without waiting for it. `fed`: row i's id is the argmax of
+  // row i of the step queued just before (the rows' `ids` are not read; same rows, same order).
+  // Returns a ticket for forward_paged_collect, or -1 when this step cannot be queued so (no such
+  // path on this device, or its recorded step is not ready): the caller then runs forward_paged
+  // once the steps queued before have been collected.
+  virtual int64_t forward_paged_queue(PagedKVPool& pool, const std::vector<PagedRow>& rows, bool batch_invariant, bool fed) {
+    (void)pool;
+    (void)rows;
+    (void)batch_invariant;
+    (void)fed;
+    return -1;
+  }
+  // Waits for a queued step and writes its `n` argmax ids (rows in plan order) to `argmax`.
+  virtual void forward_paged_collect(int64_t ticket, int32_t* argmax, int64_t n) {
+    (void)ticket;
+    (void)argmax;
+    (void)n;
+  }
   // Element type the KV cache should store for this model (the paged pool allocates it).
   virtual DType kv_dtype() const { return DType::F32; }
 };

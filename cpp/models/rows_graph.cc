@@ -65,8 +65,19 @@ RowGraphs::Inputs RowGraphs::views(const Tensor& buf, int64_t rows, int64_t widt
   return in;
 }
 
+bool RowGraphs::recorded(const std::vector<uint64_t>& key) { return !disabled_ && find_recent(entries_, key) != nullptr; }
+
+int64_t RowGraphs::pass_on(const Tensor& next, int64_t n) {
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(int32_t));
+  if (n <= 0 || bytes > Backend::kReadBytes || next.numel() < n) fail(ErrorCode::kInternal, "row graph: pass_on of " + std::to_string(n) + " ids");
+  Backend& be = backend(device_);
+  if (!fed_.defined()) fed_ = Tensor::zeros({Backend::kReadBytes / static_cast<int64_t>(sizeof(int32_t))}, DType::I32, device_);
+  be.copy(fed_.data(), device_, next.data(), device_, bytes);
+  return be.read_later(next.data(), bytes);
+}
+
 const RowGraphs::Outputs* RowGraphs::run(const std::vector<uint64_t>& key, int64_t rows, int64_t width,
-                                         const std::vector<int32_t>& host, const Body& body) {
+                                         const std::vector<int32_t>& host, const Body& body, int64_t fed_rows) {
   if (disabled_) return nullptr;
   if (static_cast<int64_t>(host.size()) != size(rows, width)) fail(ErrorCode::kInternal, "row graph: input size mismatch");
   Entry* e = find_recent(entries_, key);
@@ -89,6 +100,11 @@ const RowGraphs::Outputs* RowGraphs::run(const std::vector<uint64_t>& key, int64
     e = add_recent(entries_, std::move(ne), kMaxEntries);
   }
   be.copy(e->in_dev.data(), device_, host.data(), Device::kCPU, static_cast<int64_t>(host.size() * sizeof(int32_t)));
+  if (fed_rows > 0) {
+    if (!fed_.defined() || fed_rows > rows) fail(ErrorCode::kInternal, "row graph: fed ids without a step before");
+    be.copy(static_cast<int32_t*>(e->in_dev.data()) + offset(kIds, rows), device_, fed_.data(), device_,
+            fed_rows * static_cast<int64_t>(sizeof(int32_t)));
+  }
   e->graph->launch();
   ++replays_;
   return &e->out;

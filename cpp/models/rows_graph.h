@@ -45,8 +45,15 @@ class RowGraphs {
 
   // Replays (recording first when due) the step of `key` with inputs `host`; nullptr: not
   // recorded (first use of the key, or recording is off): run `body` eagerly instead.
+  // `fed_rows` > 0: the first fed_rows ids are then taken from the device ids the last pass_on
+  // kept (the engine's pipelined steps), not from `host`.
   const Outputs* run(const std::vector<uint64_t>& key, int64_t rows, int64_t width, const std::vector<int32_t>& host,
-                     const Body& body);
+                     const Body& body, int64_t fed_rows = 0);
+  // Whether `key` has a recorded step (run would replay it).
+  bool recorded(const std::vector<uint64_t>& key);
+  // After a replay: keeps the first `n` ids of `next` on the device for the next run's fed rows
+  // and queues their read to the host (Backend::read_later; the ticket is returned).
+  int64_t pass_on(const Tensor& next, int64_t n);
 
   int64_t captures() const { return captures_; }
   int64_t replays() const { return replays_; }
@@ -56,6 +63,7 @@ class RowGraphs {
   Device device_;
   std::vector<std::unique_ptr<Entry>> entries_;  // least recently used first
   std::vector<std::vector<uint64_t>> seen_;      // keys used once (recorded at their second use)
+  Tensor fed_;  // pass_on's ids (Backend::kReadBytes of int32)
   bool disabled_ = false;
   int64_t captures_ = 0, replays_ = 0;
 };

@@ -149,11 +149,10 @@ void Backend::norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const Qu
 namespace {
 // The default Backend::read_later copies at once into one of these slots.
 struct HostReads {
-  static constexpr int64_t kSlots = 64, kBytes = 16;
   std::mutex mu;
   int64_t next = 0;
-  int64_t size[kSlots] = {};
-  unsigned char data[kSlots][kBytes] = {};
+  int64_t size[Backend::kReadSlots] = {};
+  unsigned char data[Backend::kReadSlots][Backend::kReadBytes] = {};
 };
 
 HostReads& host_reads() {
@@ -162,13 +161,24 @@ HostReads& host_reads() {
 }
 }  // namespace
 
+void Backend::check_read_bytes(int64_t bytes) {
+  if (bytes <= 0 || bytes > kReadBytes)
+    fail(ErrorCode::kInvalidArgument,
+         "read_later takes 1 to " + std::to_string(kReadBytes) + " bytes, not " + std::to_string(bytes));
+}
+
+int64_t Backend::read_slot(int64_t ticket, int64_t next) {
+  if (ticket < 0 || ticket >= next || next - ticket > kReadSlots)
+    fail(ErrorCode::kInternal, "read ticket " + std::to_string(ticket) + " is unknown or expired");
+  return ticket % kReadSlots;
+}
+
 int64_t Backend::read_later(const void* src, int64_t bytes) {
-  if (bytes <= 0 || bytes > HostReads::kBytes)
-    fail(ErrorCode::kInvalidArgument, "read_later takes 1 to 16 bytes, not " + std::to_string(bytes));
+  check_read_bytes(bytes);
   HostReads& r = host_reads();
   std::lock_guard<std::mutex> lock(r.mu);
   const int64_t t = r.next;
-  const int64_t slot = t % HostReads::kSlots;
+  const int64_t slot = t % kReadSlots;
   copy(r.data[slot], Device::kCPU, src, device(), bytes);
   r.size[slot] = bytes;
   ++r.next;
@@ -178,9 +188,7 @@ int64_t Backend::read_later(const void* src, int64_t bytes) {
 void Backend::read_wait(int64_t ticket, void* dst) {
   HostReads& r = host_reads();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (ticket < 0 || ticket >= r.next || r.next - ticket > HostReads::kSlots)
-    fail(ErrorCode::kInternal, "read ticket " + std::to_string(ticket) + " is unknown or expired");
-  const int64_t slot = ticket % HostReads::kSlots;
+  const int64_t slot = read_slot(ticket, r.next);
   std::memcpy(dst, r.data[slot], static_cast<size_t>(r.size[slot]));
 }
 

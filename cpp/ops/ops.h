@@ -142,10 +142,12 @@ class Backend {
   virtual void zero(void* p, int64_t bytes) = 0;
   virtual void synchronize() = 0;
   // Small reads the host collects later, so it can queue more work before it waits: read_later
-  // queues a copy of `bytes` (at most 16) bytes at this device's address `src` behind the work
-  // queued so far and returns a ticket; read_wait(ticket, dst) blocks until that copy has landed
-  // and writes the bytes to host memory `dst`. A ticket is read once; tickets older than the
-  // last 64 are gone (kInternal). The default copies at once (read_wait only hands the bytes over).
+  // queues a copy of `bytes` (at most kReadBytes) bytes at this device's address `src` behind the
+  // work queued so far and returns a ticket; read_wait(ticket, dst) blocks until that copy has
+  // landed and writes the bytes to host memory `dst`. A ticket is read once; tickets older than
+  // the last kReadSlots are gone (kInternal). The default copies at once (read_wait only hands the
+  // bytes over).
+  static constexpr int64_t kReadBytes = 1024, kReadSlots = 64;
   virtual int64_t read_later(const void* src, int64_t bytes);
   virtual void read_wait(int64_t ticket, void* dst);
 
@@ -265,6 +267,13 @@ class Backend {
   virtual bool begin_capture() { return false; }
   virtual std::unique_ptr<DeviceGraph> end_capture();
   virtual void abort_capture() {}
+
+ protected:
+  // For read_later forms: fails (kInvalidArgument) unless 1 <= bytes <= kReadBytes.
+  static void check_read_bytes(int64_t bytes);
+  // The slot of `ticket` among kReadSlots when `next` tickets were given; kInternal when it is
+  // unknown or expired.
+  static int64_t read_slot(int64_t ticket, int64_t next);
 };
 
 // The backend for a device. cpu always exists; cuda throws kNotBuilt when not compiled in and

@@ -33,6 +33,11 @@ export interface EngineStats {
   cachedPromptTokens: number;
   preemptions: number;
   steps: number;
+  /**
+   * Steps queued before the tokens of the step ahead of them were known (pipelined decode: a
+   * device model with every row greedy). A row that ends there loses that step's token, unseen.
+   */
+  stepsAhead: number;
   /** Milliseconds since the engine last finished a step (or went idle). */
   msSinceProgress: number;
   closed: boolean;
@@ -179,6 +184,7 @@ export class InferenceEngine implements AsyncDisposable {
       cachedPromptTokens: s.cachedTokens,
       preemptions: s.preemptions,
       steps: s.steps,
+      stepsAhead: s.stepsAhead,
       msSinceProgress: s.msSinceProgress,
       closed: s.closed,
     };

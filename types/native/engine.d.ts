@@ -48,6 +48,7 @@ export interface NativeEngineStats {
   blocksFree: number;
   blocksCached: number;
   steps: number;
+  stepsAhead: number;
   generatedTokens: number;
   prefillTokens: number;
   cachedTokens: number;

@@ -170,12 +170,11 @@ bool staged_upload(void* dst, const void* src, int64_t bytes) {
 // slot and an event recorded behind its copy. Where pinned memory cannot be had, the base
 // class's synchronous form serves every ticket instead.
 struct Reads {
-  static constexpr int64_t kSlots = 64, kBytes = 16;
   std::mutex mu;
   int state = 0;  // 0 not set up, 1 pinned slots, -1 the base form
   char* host = nullptr;
-  cudaEvent_t events[kSlots] = {};
-  int64_t size[kSlots] = {};
+  cudaEvent_t events[Backend::kReadSlots] = {};
+  int64_t size[Backend::kReadSlots] = {};
   int64_t next = 0;
 };
 
@@ -183,24 +182,17 @@ Reads& reads() {
   static Reads* r = new Reads();
   return *r;
 }
-
-int64_t read_slot(const Reads& r, int64_t ticket) {
-  if (ticket < 0 || ticket >= r.next || r.next - ticket > Reads::kSlots)
-    fail(ErrorCode::kInternal, "read ticket " + std::to_string(ticket) + " is unknown or expired");
-  return ticket % Reads::kSlots;
-}
 }  // namespace
 
 int64_t CudaBackend::read_later(const void* src, int64_t bytes) {
-  if (bytes <= 0 || bytes > Reads::kBytes)
-    fail(ErrorCode::kInvalidArgument, "read_later takes 1 to 16 bytes, not " + std::to_string(bytes));
+  check_read_bytes(bytes);
   if (t_capture_stream) fail(ErrorCode::kInternal, "cuda: a host read was queued while a graph was being captured");
   Reads& r = reads();
   {
     std::lock_guard<std::mutex> lock(r.mu);
     if (r.state == 0) {
       r.state = -1;
-      if (cudaMallocHost(reinterpret_cast<void**>(&r.host), Reads::kSlots * Reads::kBytes) == cudaSuccess) {
+      if (cudaMallocHost(reinterpret_cast<void**>(&r.host), kReadSlots * kReadBytes) == cudaSuccess) {
         for (auto& e : r.events) MLXB_CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         r.state = 1;
       } else {
@@ -209,8 +201,8 @@ int64_t CudaBackend::read_later(const void* src, int64_t bytes) {
     }
     if (r.state == 1) {
       const int64_t t = r.next;
-      const int64_t slot = t % Reads::kSlots;
-      MLXB_CUDA_OK(cudaMemcpyAsync(r.host + slot * Reads::kBytes, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream()));
+      const int64_t slot = t % kReadSlots;
+      MLXB_CUDA_OK(cudaMemcpyAsync(r.host + slot * kReadBytes, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream()));
       MLXB_CUDA_OK(cudaEventRecord(r.events[slot], stream()));
       r.size[slot] = bytes;
       ++r.next;
@@ -226,12 +218,12 @@ void CudaBackend::read_wait(int64_t ticket, void* dst) {
   {
     std::lock_guard<std::mutex> lock(r.mu);
     if (r.state != 1) return Backend::read_wait(ticket, dst);
-    ev = r.events[read_slot(r, ticket)];
+    ev = r.events[read_slot(ticket, r.next)];
   }
   MLXB_CUDA_OK(cudaEventSynchronize(ev));
   std::lock_guard<std::mutex> lock(r.mu);
-  const int64_t slot = read_slot(r, ticket);  // still this ticket's (64 newer reads would have expired it)
-  std::memcpy(dst, r.host + slot * Reads::kBytes, static_cast<size_t>(r.size[slot]));
+  const int64_t slot = read_slot(ticket, r.next);  // still this ticket's (kReadSlots newer reads would have expired it)
+  std::memcpy(dst, r.host + slot * kReadBytes, static_cast<size_t>(r.size[slot]));
 }
 
 void CudaBackend::copy(void* dst, Device dst_dev, const void* src, Device src_dev, int64_t bytes) {

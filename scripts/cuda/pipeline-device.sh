@@ -1,0 +1,39 @@
+#!/bin/bash
+# On the GPU machine: engine pipelining (the step after a queued greedy decode step is queued
+# before its tokens are read; MLXB_ENGINE_PIPELINE=0 turns it off) and the paged split kernel's
+# tensor copies (MLXB_PAGED_TMA=0: the cp.async ring). Build; the paged checks both ways; greedy
+# tokens of 32 concurrent engine requests on the random 1B and 8B, without and with stop ids that
+# end rows at different steps, pipelining off vs on (must be equal); then 8B and 1B 32-stream
+# serving alternating: neither / tensor copies / both (MLXB_ENGINE_PROFILE=1 on the 8B: host and
+# GPU time per step). Checkpoints an earlier script of the same call made are reused.
+#   bash scripts/cuda/stage.sh DEST --tests; then on the device:
+#   source .device/prelude.sh; cd DEST && bash scripts/cuda/pipeline-device.sh
+set -u
+cd "$(dirname "$0")/../.."
+source scripts/cuda/env.sh
+STEP_TAIL=${STEP_TAIL:-4}
+source scripts/cuda/steps.sh
+device_setup pipeline-logs ${PIPE_BUDGET:-300}
+test_deps
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
+have() { [[ -f $ck/ck-$1.done ]] || { ckpt "$1" && touch "$ck/ck-$1.done"; }; }
+(have 8b; have 1b) &
+stamp build
+bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
+step paged_check_tma 90 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check --paged-check
+step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
+tokens() {  # NAME DIR
+  for c in off:0 on:1; do
+    timeout 120 env MLXB_ENGINE_PIPELINE=${c#*:} node scripts/cuda/engine-tokens.mjs --device cuda "$2" --stops \
+      > "$logs/tok-$1-${c%%:*}.txt" 2> "$logs/tok-$1-${c%%:*}.err"
+    echo "  $1 pipeline ${c%%:*}: $(head -1 "$logs/tok-$1-${c%%:*}.txt" | cut -c1-80) | $(tail -1 "$logs/tok-$1-${c%%:*}.err")"
+  done
+  cmp -s "$logs/tok-$1-off.txt" "$logs/tok-$1-on.txt" && echo "  $1 tokens: off == on" || echo "  $1 tokens: DIFFER"
+}
+wait_for ck-1b && tokens 1b "$ck/ck-1b"
+wait_for ck-8b && tokens 8b "$ck/ck-8b"
+wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-2} 30 'aggregate|mlxb profile' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" \
+  "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- env MLXB_ENGINE_PROFILE=1 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
+  "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
+stamp done
