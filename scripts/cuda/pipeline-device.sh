@@ -5,7 +5,8 @@
 # tokens of 32 concurrent engine requests on the random 1B and 8B, without and with stop ids that
 # end rows at different steps, pipelining off vs on (must be equal); then 8B and 1B 32-stream
 # serving alternating: neither / tensor copies / both (MLXB_ENGINE_PROFILE=1 on the 8B: host and
-# GPU time per step). Checkpoints an earlier script of the same call made are reused.
+# GPU time per step); then the GPU vitest files, cuda_ops_check, graph-check and engine-check.
+# Checkpoints an earlier script of the same call made are reused.
 #   bash scripts/cuda/stage.sh DEST --tests; then on the device:
 #   source .device/prelude.sh; cd DEST && bash scripts/cuda/pipeline-device.sh
 set -u
@@ -20,6 +21,7 @@ have() { [[ -f $ck/ck-$1.done ]] || { ckpt "$1" && touch "$ck/ck-$1.done"; }; }
 (have 8b; have 1b) &
 stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
+ln -sfn build-dev build
 step paged_check_tma 90 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check --paged-check
 step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
 tokens() {  # NAME DIR
@@ -36,4 +38,12 @@ wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-2} 30 'aggregate|mlxb profile' "rin
   "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- env MLXB_ENGINE_PROFILE=1 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
   "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
+# The checks of quick-verify-device.sh that these paths touch (the rest of it: quant L2, serving).
+stamp checks
+step vitest_gpu 120 'Test Files|Tests |FAIL|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-ops.test.ts \
+  test/cuda-runop.test.ts test/cuda-quant.test.ts test/cuda-sampling.test.ts test/addon.test.ts
+step cuda_ops_check 120 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check
+step graph_check 60 'FAIL|CHECK' node scripts/cuda/graph-check.mjs 50
+step engine_check 90 'concurrent|alone|FAIL|Error' node scripts/cuda/engine-check.mjs --device cuda test/fixtures/models/llama \
+  test/fixtures/models/qwen3 test/fixtures/models/gemma3_text test/fixtures/models/gemma2
 stamp done
