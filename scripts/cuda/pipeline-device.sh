@@ -36,13 +36,17 @@ wait_for ck-1b && tokens 1b "$ck/ck-1b"
 wait_for ck-8b && tokens 8b "$ck/ck-8b"
 wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-2} 30 'aggregate|mlxb profile' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" \
   "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- env MLXB_ENGINE_PROFILE=1 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
-serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
+[[ -n ${PIPE_LEAN:-} ]] || serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
   "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
 # The checks of quick-verify-device.sh that these paths touch (the rest of it: quant L2, serving).
 stamp checks
-step vitest_gpu 120 'Test Files|Tests |FAIL|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-ops.test.ts \
-  test/cuda-runop.test.ts test/cuda-quant.test.ts test/cuda-sampling.test.ts test/addon.test.ts
-step cuda_ops_check 120 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check
+if [[ -n ${PIPE_LEAN:-} ]]; then  # PIPE_LEAN=1: a short call (no 1B serving, no cuda_ops_check, one vitest file)
+  step vitest_gpu 120 'Test Files|Tests |FAIL|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-sampling.test.ts
+else
+  step vitest_gpu 120 'Test Files|Tests |FAIL|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-ops.test.ts \
+    test/cuda-runop.test.ts test/cuda-quant.test.ts test/cuda-sampling.test.ts test/addon.test.ts
+  step cuda_ops_check 120 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check
+fi
 step graph_check 60 'FAIL|CHECK' node scripts/cuda/graph-check.mjs 50
 step engine_check 90 'concurrent|alone|FAIL|Error' node scripts/cuda/engine-check.mjs --device cuda test/fixtures/models/llama \
   test/fixtures/models/qwen3 test/fixtures/models/gemma3_text test/fixtures/models/gemma2
