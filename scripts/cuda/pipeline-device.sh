@@ -23,7 +23,7 @@ stamp build
 bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
 ln -sfn build-dev build
 step paged_check_tma 90 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check --paged-check
-step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
+[[ -n ${PIPE_MIN:-} ]] || step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
 tokens() {  # NAME DIR
   for c in off:0 on:1; do
     timeout 120 env MLXB_ENGINE_PIPELINE=${c#*:} node scripts/cuda/engine-tokens.mjs --device cuda "$2" --stops \
@@ -34,12 +34,15 @@ tokens() {  # NAME DIR
 }
 wait_for ck-1b && tokens 1b "$ck/ck-1b"
 wait_for ck-8b && tokens 8b "$ck/ck-8b"
-wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-2} 30 'aggregate|mlxb profile' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" \
+wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-$([[ -n ${PIPE_MIN:-} ]] && echo 1 || echo 2)} 30 'aggregate|mlxb profile' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" \
   "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- env MLXB_ENGINE_PROFILE=1 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
-[[ -n ${PIPE_LEAN:-} ]] || serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
+[[ -n ${PIPE_LEAN:-}${PIPE_MIN:-} ]] || serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
   "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
 # The checks of quick-verify-device.sh that these paths touch (the rest of it: quant L2, serving).
+# PIPE_MIN=1 (the shortest call): one serving round, engine-check only.
 stamp checks
+[[ -n ${PIPE_MIN:-} ]] && { step engine_check 90 'concurrent|alone|FAIL|Error' node scripts/cuda/engine-check.mjs --device cuda \
+  test/fixtures/models/llama test/fixtures/models/qwen3 test/fixtures/models/gemma3_text; stamp done; exit 0; }
 if [[ -n ${PIPE_LEAN:-} ]]; then  # PIPE_LEAN=1: a short call (no 1B serving, no cuda_ops_check, one vitest file)
   step vitest_gpu 120 'Test Files|Tests |FAIL|×' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-sampling.test.ts
 else
