@@ -16,12 +16,7 @@ STEP_TAIL=${STEP_TAIL:-4}
 source scripts/cuda/steps.sh
 device_setup pipeline-logs ${PIPE_BUDGET:-300}
 test_deps
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
-have() { [[ -f $ck/ck-$1.done ]] || { ckpt "$1" && touch "$ck/ck-$1.done"; }; }
-(have 8b; have 1b) &
-stamp build
-bash scripts/cuda/build-device.sh > "$logs/build.txt" 2>&1 || { tail -30 "$logs/build.txt"; exit 1; }
-ln -sfn build-dev build
+build_with_ckpts 8b 1b
 step paged_check_tma 90 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check --paged-check
 [[ -n ${PIPE_MIN:-} ]] || step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
 tokens() {  # NAME DIR
