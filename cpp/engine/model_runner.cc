@@ -26,7 +26,8 @@ ModelRunner::ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64
       pool_(spec_for(*model_, block_size, num_blocks)),
       batch_invariant_(batch_invariant),
       device_argmax_(device_argmax) {
-  if (const char* e = std::getenv("MLXB_ENGINE_PIPELINE")) pipeline_ = e[0] == '0' ? 0 : 1;
+  const char* e = std::getenv("MLXB_ENGINE_PIPELINE");
+  pipeline_ = e && e[0] == '1';
 }
 
 void ModelRunner::begin(int64_t seq_id, const std::vector<int32_t>& prompt, const SamplingParams& params) {
@@ -119,7 +120,7 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
 
 bool ModelRunner::queue(const StepPlan& plan, bool fed) {
   const bool on_device = model_->device() != Device::kCPU;
-  if (pipeline_ == 0 || (!on_device && pipeline_ != 1) || !device_argmax_ || plan.rows.empty()) return false;
+  if (!pipeline_ || !device_argmax_ || plan.rows.empty()) return false;
   const size_t n = plan.rows.size();
   if (fed && (queued_.empty() || queued_.back().samplers.size() != n)) return false;
   Queued q;
