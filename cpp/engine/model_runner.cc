@@ -106,21 +106,26 @@ void ModelRunner::run(const StepPlan& plan, StepOutput& out) {
     if (paged[i].argmax) res.token = argmax[i];
     else if (paged[i].sample) res.token = sampler.device_done(sampled[i]);
     else res = sampler.sample(logits_.data() + i * static_cast<size_t>(vocab));
-    if (res.token < 0 || res.token >= vocab) fail(ErrorCode::kInternal, "sampler returned a token outside the vocabulary");
-    sampler.accept(res.token);
-    out.tokens[i] = res.token;
-    SampleInfo& info = out.samples[i];
-    info.logprob = res.logprob;
-    for (const TokenLogprob& t : res.top) {
-      info.top_tokens.push_back(t.token);
-      info.top_logprobs.push_back(t.logprob);
-    }
+    take(sampler, res, i, out);
+  }
+}
+
+void ModelRunner::take(Sampler& sampler, const SampleResult& res, size_t i, StepOutput& out) const {
+  if (res.token < 0 || res.token >= model_->config().vocab_size)
+    fail(ErrorCode::kInternal, "sampler returned a token outside the vocabulary");
+  sampler.accept(res.token);
+  out.tokens[i] = res.token;
+  SampleInfo& info = out.samples[i];
+  info.logprob = res.logprob;
+  for (const TokenLogprob& t : res.top) {
+    info.top_tokens.push_back(t.token);
+    info.top_logprobs.push_back(t.logprob);
   }
 }
 
 bool ModelRunner::queue(const StepPlan& plan, bool fed) {
-  const bool on_device = model_->device() != Device::kCPU;
   if (!pipeline_ || !device_argmax_ || plan.rows.empty()) return false;
+  const bool on_device = model_->device() != Device::kCPU;
   const size_t n = plan.rows.size();
   if (fed && (queued_.empty() || queued_.back().samplers.size() != n)) return false;
   Queued q;
@@ -168,16 +173,12 @@ void ModelRunner::collect(StepOutput& out) {
     q.tokens.assign(n, -1);
     model_->forward_paged_collect(q.ticket, q.tokens.data(), static_cast<int64_t>(n));
   }
-  const int64_t vocab = model_->config().vocab_size;
   out.tokens.assign(n, -1);
   out.samples.assign(n, SampleInfo{});
   for (size_t i = 0; i < n; ++i) {
     SampleResult res;
     res.token = q.tokens[i];
-    if (res.token < 0 || res.token >= vocab) fail(ErrorCode::kInternal, "sampler returned a token outside the vocabulary");
-    q.samplers[i]->accept(res.token);
-    out.tokens[i] = res.token;
-    out.samples[i].logprob = res.logprob;
+    take(*q.samplers[i], res, i, out);
   }
 }
 

@@ -41,6 +41,8 @@ class ModelRunner : public StepRunner {
   static PagedSpec spec_for(const Model& model, int64_t block_size, int64_t num_blocks);
 
  private:
+  // Row i's sampled token: range-checked, accepted by its sampler, written with its info to `out`.
+  void take(Sampler& sampler, const SampleResult& res, size_t i, StepOutput& out) const;
   std::shared_ptr<Model> model_;
   PagedKVPool pool_;
   std::mutex mu_;  // guards samplers_ (begin/forget come from other threads)

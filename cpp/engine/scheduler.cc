@@ -176,19 +176,22 @@ bool Scheduler::plan_ahead(const StepPlan& pending, StepPlan& next) {
   next.prefill_tokens = 0;
   if (cancel_all_ || !cancelled_.empty() || pending.rows.size() != running_.size()) return false;
   if (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_rows) return false;
+  std::vector<Seq*> seqs;
+  seqs.reserve(pending.rows.size());
   for (const StepRow& r : pending.rows) {
     Seq* s = find_running(r.seq_id);
     if (!s || s->done || !r.sample || r.count != 1 || s->computed != r.start) return false;
     // The pending step's token ends the row by length: nothing to guess.
     if (s->generated + 1 >= s->req.max_new_tokens || static_cast<int64_t>(s->tokens.size()) + 1 >= opt_.max_context)
       return false;
+    seqs.push_back(s);
   }
-  for (const StepRow& r : pending.rows) {
-    Seq& s = *find_running(r.seq_id);
-    if (!ensure_blocks(s, r.start + 2)) return false;  // blocks taken so far are the rows' next ones anyway
-    StepRow n = r;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Seq& s = *seqs[i];
+    StepRow n = pending.rows[i];
+    if (!ensure_blocks(s, n.start + 2)) return false;  // blocks taken so far are the rows' next ones anyway
     n.tokens = nullptr;
-    n.start = r.start + 1;
+    n.start += 1;
     n.blocks = &s.table;
     next.rows.push_back(n);
   }

@@ -1116,7 +1116,8 @@ bool paged_attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, con
   const bool second = split_second();
   int mode = split_regk() ? kRegKMode : kRingMode;
   TmaMaps maps{};
-  if (second && !rope && split_tma() && compute_major() >= 9 && bs >= 16 && args.window <= 0 && k.ndim() == 3 && v.ndim() == 3 &&
+  if (second && !rope && split_tma() && compute_major() >= 9 && smem + 1024 <= static_cast<size_t>(max_smem_optin()) && bs >= 16 &&
+      args.window <= 0 && k.ndim() == 3 && v.ndim() == 3 &&
       k.stride(0) == k.dim(1) * d && v.stride(0) == v.dim(1) * d && k.dim(0) * k.dim(1) <= INT32_MAX && pool_map(k, maps.k) &&
       pool_map(v, maps.v))
     mode = kTmaMode;
