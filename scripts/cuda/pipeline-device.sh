@@ -18,7 +18,7 @@ device_setup pipeline-logs ${PIPE_BUDGET:-300}
 test_deps
 build_with_ckpts 8b 1b
 step paged_check_tma 90 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check --paged-check
-[[ -n ${PIPE_MIN:-} ]] || step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
+[[ -n ${PIPE_MIN:-}${PIPE_LEAN:-} ]] || step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
 tokens() {  # NAME DIR
   for c in off:0 on:1; do
     timeout 120 env MLXB_ENGINE_PIPELINE=${c#*:} node scripts/cuda/engine-tokens.mjs --device cuda "$2" --stops \
@@ -29,7 +29,9 @@ tokens() {  # NAME DIR
 }
 wait_for ck-1b && tokens 1b "$ck/ck-1b"
 wait_for ck-8b && tokens 8b "$ck/ck-8b"
-wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-$([[ -n ${PIPE_MIN:-} ]] && echo 1 || echo 2)} 30 'aggregate|mlxb profile' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" \
+# PIPE_LEAN / PIPE_MIN: no ring variant (measured at stop 33), tensor copies without / with pipelining only.
+ring=("ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0"); [[ -n ${PIPE_LEAN:-}${PIPE_MIN:-} ]] && ring=()
+wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-$([[ -n ${PIPE_MIN:-} ]] && echo 1 || echo 2)} 30 'aggregate|mlxb profile' "${ring[@]}" \
   "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- env MLXB_ENGINE_PROFILE=1 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 [[ -n ${PIPE_LEAN:-}${PIPE_MIN:-} ]] || serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
   "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
