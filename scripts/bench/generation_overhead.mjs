@@ -3,14 +3,10 @@
 // loop overhead (worker-thread hop, promise, event object). Run after `npm run build`:
 //   node scripts/bench/generation_overhead.mjs [tokens]
 import { generate } from '../../dist/generation/index.js';
-import { native } from '../../dist/native/index.js';
+import { tableTarget } from './table_target.mjs';
 
-const V = 256;
 const n = Number(process.argv[2] ?? 2000);
-const table = new Float32Array(V * V);
-let s = 1;
-for (let i = 0; i < table.length; i++) { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; table[i] = (s / 2 ** 32) * 4; }
-const target = { nativeHandle: native().createTableModel(table, V), vocabSize: V };
+const target = tableTarget();
 await generate(target, [1], { maxTokens: 50, temperature: 0 }).complete();  // warm-up
 for (const [label, opts] of [['greedy', { temperature: 0 }], ['sampled (T=0.8, top-k 40)', { temperature: 0.8, topK: 40, seed: 1 }]]) {
   const t0 = performance.now();

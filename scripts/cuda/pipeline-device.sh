@@ -16,9 +16,10 @@ STEP_TAIL=${STEP_TAIL:-4}
 source scripts/cuda/steps.sh
 device_setup pipeline-logs ${PIPE_BUDGET:-300}
 test_deps
+short=${PIPE_LEAN:-}${PIPE_MIN:-}  # a short call: no ring variant (measured at stop 33), no 1B serving
 build_with_ckpts 8b 1b
 step paged_check_tma 90 'FAIL|PASSED|failures' ./build-dev/cuda_ops_check --paged-check
-[[ -n ${PIPE_MIN:-}${PIPE_LEAN:-} ]] || step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
+[[ -n $short ]] || step paged_check_ring 90 'FAIL|PASSED|failures' env MLXB_PAGED_TMA=0 ./build-dev/cuda_ops_check --paged-check
 tokens() {  # NAME DIR
   for c in off:0 on:1; do
     timeout 120 env MLXB_ENGINE_PIPELINE=${c#*:} node scripts/cuda/engine-tokens.mjs --device cuda "$2" --stops \
@@ -29,11 +30,10 @@ tokens() {  # NAME DIR
 }
 wait_for ck-1b && tokens 1b "$ck/ck-1b"
 wait_for ck-8b && tokens 8b "$ck/ck-8b"
-# PIPE_LEAN / PIPE_MIN: no ring variant (measured at stop 33), tensor copies without / with pipelining only.
-ring=("ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0"); [[ -n ${PIPE_LEAN:-}${PIPE_MIN:-} ]] && ring=()
+ring=("ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0"); [[ -n $short ]] && ring=()
 wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-$([[ -n ${PIPE_MIN:-} ]] && echo 1 || echo 2)} 30 'aggregate|mlxb profile' "${ring[@]}" \
   "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- env MLXB_ENGINE_PROFILE=1 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
-[[ -n ${PIPE_LEAN:-}${PIPE_MIN:-} ]] || serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
+[[ -n $short ]] || serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
   "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
 # The checks of quick-verify-device.sh that these paths touch (the rest of it: quant L2, serving).
 # PIPE_MIN=1 (the shortest call): one serving round, engine-check only.
