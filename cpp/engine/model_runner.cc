@@ -26,8 +26,10 @@ ModelRunner::ModelRunner(std::shared_ptr<Model> model, int64_t block_size, int64
       pool_(spec_for(*model_, block_size, num_blocks)),
       batch_invariant_(batch_invariant),
       device_argmax_(device_argmax) {
+  // On by default where it pays (CUDA: the host's part of a step overlaps the GPU's); =0 turns it
+  // off, =1 also runs the pipelined path on a CPU model (tests).
   const char* e = std::getenv("MLXB_ENGINE_PIPELINE");
-  pipeline_ = e && e[0] == '1';
+  pipeline_ = e && *e ? e[0] == '1' : model_->device() == Device::kCUDA;
 }
 
 void ModelRunner::begin(int64_t seq_id, const std::vector<int32_t>& prompt, const SamplingParams& params) {

@@ -30,7 +30,7 @@ class ModelRunner : public StepRunner {
   void begin(int64_t seq_id, const std::vector<int32_t>& prompt, const SamplingParams& params);
   void run(const StepPlan& plan, StepOutput& out) override;
   void forget(int64_t seq_id) override;
-  // Pipelined plans (opt-in, MLXB_ENGINE_PIPELINE=1, until measured on a GPU): single-token rows
+  // Pipelined plans (default on CUDA models; MLXB_ENGINE_PIPELINE=0 off, =1 on): single-token rows
   // that are all plain greedy with device_argmax, on a model whose forward_paged_queue takes them
   // (CUDA recorded steps). On a CPU model such a plan runs at once in queue() (fed ids from the
   // plan before), so the engine's pipelined path is tested without a GPU.
@@ -50,7 +50,7 @@ class ModelRunner : public StepRunner {
   std::vector<float> logits_;
   bool batch_invariant_;
   bool device_argmax_;
-  bool pipeline_ = false;  // MLXB_ENGINE_PIPELINE=1
+  bool pipeline_ = false;  // MLXB_ENGINE_PIPELINE, else on for CUDA models
   struct Queued {
     int64_t ticket = -1;                          // forward_paged_queue's; -1: ran at once (`tokens` hold the ids)
     std::vector<std::shared_ptr<Sampler>> samplers;

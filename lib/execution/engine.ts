@@ -34,8 +34,9 @@ export interface EngineStats {
   preemptions: number;
   steps: number;
   /**
-   * Steps queued before the tokens of the step ahead of them were known (pipelined decode, opt-in
-   * with MLXB_ENGINE_PIPELINE=1: every row greedy). A row that ends there loses that step's token, unseen.
+   * Steps queued before the tokens of the step ahead of them were known (pipelined decode: CUDA
+   * models by default, every row greedy; MLXB_ENGINE_PIPELINE=0 turns it off, =1 also on CPU models).
+   * A row that ends there loses that step's token, unseen.
    */
   stepsAhead: number;
   /** Milliseconds since the engine last finished a step (or went idle). */

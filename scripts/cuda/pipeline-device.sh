@@ -1,6 +1,6 @@
 #!/bin/bash
 # On the GPU machine: engine pipelining (the step after a queued greedy decode step is queued
-# before its tokens are read; opt-in MLXB_ENGINE_PIPELINE=1) and the paged split kernel's
+# before its tokens are read; on by default for CUDA models, MLXB_ENGINE_PIPELINE=0 off) and the paged split kernel's
 # tensor copies (MLXB_PAGED_TMA=0: the cp.async ring). Build; the paged checks both ways; greedy
 # tokens of 32 concurrent engine requests on the random 1B and 8B, without and with stop ids that
 # end rows at different steps, pipelining off vs on (must be equal); then 8B and 1B 32-stream
