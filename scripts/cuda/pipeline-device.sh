@@ -9,6 +9,7 @@
 # Checkpoints an earlier script of the same call made are reused.
 #   bash scripts/cuda/stage.sh DEST --tests; then on the device:
 #   source .device/prelude.sh; cd DEST && bash scripts/cuda/pipeline-device.sh
+# PIPE_LEAN=1 / PIPE_MIN=1: shorter calls; PIPE_ROUNDS=N serving rounds; PIPE_DECODE=1 adds bench.mjs decode.
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
@@ -35,6 +36,15 @@ wait_for ck-8b && serve_ab 8b ${PIPE_ROUNDS:-$([[ -n ${PIPE_MIN:-} ]] && echo 1 
   "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- env MLXB_ENGINE_PROFILE=1 "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 [[ -n $short ]] || serve_ab 1b 1 20 'aggregate' "ring:MLXB_PAGED_TMA=0 MLXB_ENGINE_PIPELINE=0" "tma:MLXB_ENGINE_PIPELINE=0" "both:MLXB_ENGINE_PIPELINE=1" -- \
   "${serve32[@]}" --model "$ck/ck-1b" --kv-gb 8
+# PIPE_DECODE=1: single-stream decode (bench.mjs) of the 1B after a 512-token prompt and after 16
+# (llama-bench's tg128 decodes from an empty context), and of the 8B after 512, alternating.
+if [[ -n ${PIPE_DECODE:-} ]]; then
+  for r in 1 2; do
+    step decode_1b_p512_$r 60 '^decode' node scripts/bench/bench.mjs --device cuda --model "$ck/ck-1b" --prompt 512 --gen 128 --runs 3
+    step decode_1b_p16_$r 60 '^decode' node scripts/bench/bench.mjs --device cuda --model "$ck/ck-1b" --prompt 16 --gen 128 --runs 3
+  done
+  step decode_8b_p512 90 '^decode' node scripts/bench/bench.mjs --device cuda --model "$ck/ck-8b" --prompt 512 --gen 128 --runs 3
+fi
 # The checks of quick-verify-device.sh that these paths touch (the rest of it: quant L2, serving).
 # PIPE_MIN=1 (the shortest call): one serving round, engine-check only.
 stamp checks
