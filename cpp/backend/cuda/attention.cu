@@ -4,6 +4,7 @@
 // output) triples go to a workspace and a second kernel combines them. Prefill in bf16/f16 goes
 // to the tensor-core kernel in attention_flash.cu.
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/backend.h"
@@ -321,6 +322,12 @@ static void split_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   int64_t splits = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, ceil_div(sh.s, 32)));
   splits = std::min<int64_t>(splits, 65535);
   int64_t per = ceil_div(ceil_div(std::max<int64_t>(sh.s, 1), splits), 32) * 32;
+  // MLXB_ATTN_SPLIT_KEYS (a multiple of 32): keys per split instead (for timing the trade between
+  // blocks in flight and the splits' combine; read at each call, so at a graph's recording).
+  if (const char* e = std::getenv("MLXB_ATTN_SPLIT_KEYS")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v >= 32 && v % 32 == 0) per = v;
+  }
   splits = ceil_div(std::max<int64_t>(sh.s, 1), per);
   dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(splits));
   int window = static_cast<int>(std::min<int64_t>(args.window, INT32_MAX));
