@@ -22,9 +22,10 @@ decode() {  # NAME DIR PROMPT [VAR=VALUE..]
 wait_for ck-1b && { decode 1b_p512 "$ck/ck-1b" 512; decode 1b_p16 "$ck/ck-1b" 16; }
 wait_for ck-8b && decode 8b_p512 "$ck/ck-8b" 512
 # The one-row decode attention's keys per split (MLXB_ATTN_SPLIT_KEYS; default: blocks for twice
-# the SMs, at least 32 keys each), 1B after 512 prompt tokens: TARGET_ATTN_KEYS, default "64 128".
+# the SMs, at least 32 keys each), 1B and 8B after 512 prompt tokens: TARGET_ATTN_KEYS, default "64 128".
 for n in ${TARGET_ATTN_KEYS-64 128}; do
-  [[ $(left) -gt 200 ]] && decode "1b_p512_attn$n" "$ck/ck-1b" 512 MLXB_ATTN_SPLIT_KEYS="$n"
+  [[ $(left) -gt 220 ]] && decode "1b_p512_attn$n" "$ck/ck-1b" 512 MLXB_ATTN_SPLIT_KEYS="$n"
+  [[ $(left) -gt 200 ]] && decode "8b_p512_attn$n" "$ck/ck-8b" 512 MLXB_ATTN_SPLIT_KEYS="$n"
 done
 units=("u640:MLXB_PAGED_SPLIT_KEYS=640")
 for u in ${TARGET_UNITS-384 256}; do units+=("u$u:MLXB_PAGED_SPLIT_KEYS=$u"); done
