@@ -7,7 +7,8 @@
 # fixtures (engine pipelining is on by default for CUDA models), 8B 256 streams, as time allows.
 #   bash scripts/cuda/stage.sh DEST --tests; then on the device:
 #   source .device/prelude.sh; cd DEST && bash scripts/cuda/targets-device.sh
-# TARGET_BUDGET (s, default 520) bounds every wait; TARGET_ROUNDS (default 2) serving rounds.
+# TARGET_BUDGET (s, default 520) bounds every wait; TARGET_ROUNDS (default 2) serving rounds, each
+# started while TARGET_SERVE_LIMIT (default 150) seconds are left. PREBUILT=1 (steps.sh) skips the build.
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
@@ -22,7 +23,7 @@ decode() {  # NAME DIR PROMPT [VAR=VALUE..]
 # Issue 6's row first (the card that comes is not always an H200, so the rest is by priority).
 units=("u640:MLXB_PAGED_SPLIT_KEYS=640")
 for u in ${TARGET_UNITS-384 256}; do units+=("u$u:MLXB_PAGED_SPLIT_KEYS=$u"); done
-wait_for ck-8b && serve_ab 8b "${TARGET_ROUNDS:-2}" 150 'aggregate|TTFT' "${units[@]}" -- "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+wait_for ck-8b && serve_ab 8b "${TARGET_ROUNDS:-2}" "${TARGET_SERVE_LIMIT:-150}" 'aggregate|TTFT' "${units[@]}" -- "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 wait_for ck-8b && decode 8b_p512 "$ck/ck-8b" 512
 wait_for ck-1b && { decode 1b_p512 "$ck/ck-1b" 512; decode 1b_p16 "$ck/ck-1b" 16; }
 # The one-row decode attention's keys per split (MLXB_ATTN_SPLIT_KEYS; default: blocks for twice
