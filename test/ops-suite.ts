@@ -383,6 +383,42 @@ export function opSuite(level: 'scalar' | 'avx2' | 'default'): void {
       }
     });
 
+    it('matmul_accumulate adds x · w^T into the residual rows', async () => {
+      const r = rng(91);
+      const m = 5, n = 33, k = 70;
+      const x = randn(r, m * k), w = randn(r, n * k), res = randn(r, m * n, 3);
+      const got = await run('matmul_accumulate', { x: f32(x, [m, k]), w: f32(w, [n, k]), resid: f32(res, [m, n]) });
+      const want = Array.from({ length: m * n }, (_, i) => {
+        const row = Math.floor(i / n), col = i % n;
+        let acc = res[i]!;
+        for (let j = 0; j < k; j++) acc += x[row * k + j]! * w[col * k + j]!;
+        return acc;
+      });
+      expectClose(got, want, 1e-4, 1e-5);
+    });
+
+    for (const act of ['silu', 'gelu_tanh'] as const) {
+      it(`rms_scaled_gated_act ${act} scales each row by its residual's 1/rms`, async () => {
+        const r = rng(act.length * 13);
+        const t = 3, f = 37, hd = 129, eps = 1e-5;
+        const h = randn(r, t * 2 * f, 20), x = randn(r, t * hd, 2);
+        x.fill(0, 2 * hd);  // an all-zero row: the scale is 1 / sqrt(eps)
+        const got = await run('rms_scaled_gated_act', { h: f32(h, [t, 2 * f]), x: f32(x, [t, hd]) }, { eps, act });
+        const want: number[] = [];
+        for (let row = 0; row < t; row++) {
+          let ss = 0;
+          for (let i = 0; i < hd; i++) ss += x[row * hd + i]! ** 2;
+          const sc = 1 / Math.sqrt(ss / hd + eps);
+          for (let j = 0; j < f; j++) {
+            const g = sc * h[row * 2 * f + j]!, u = sc * h[row * 2 * f + f + j]!;
+            const a = act === 'silu' ? g / (1 + Math.exp(-g)) : 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g ** 3)));
+            want.push(a * u);
+          }
+        }
+        expectClose(got, want, 1e-5, 1e-5);
+      });
+    }
+
     it('add and softcap', async () => {
       const r = rng(3);
       const a = randn(r, 1001, 30);

@@ -140,10 +140,11 @@ class OpCall {
       a.causal = p_.get("causal", 1) != 0;
       ops::attention(in("q"), in("k"), in("v"), in("qPos"), in("kPos"), a, out_);
     } else if (n == "gated_act") {
-      std::string act = p_.get_str("act", "silu");
-      Activation a = act == "silu" ? Activation::kSiLU : act == "gelu" ? Activation::kGeluExact : Activation::kGeluTanh;
-      if (act != "silu" && act != "gelu" && act != "gelu_tanh") fail(ErrorCode::kInvalidArgument, "unknown act '" + act + "'", "act");
-      ops::gated_act(in("gate"), in("up"), a, out_);
+      ops::gated_act(in("gate"), in("up"), parse_act(p_.get_str("act", "silu")), out_);
+    } else if (n == "rms_scaled_gated_act") {
+      ops::rms_scaled_gated_act(in("h"), in("x"), static_cast<float>(p_.get("eps", 1e-6)), parse_act(p_.get_str("act", "silu")), out_);
+    } else if (n == "matmul_accumulate") {
+      ops::matmul_accumulate(in("x"), in("w"), out_);
     } else if (n == "add") {
       ops::add(in("a"), in("b"), out_);
     } else if (n == "softcap") {
@@ -157,12 +158,18 @@ class OpCall {
     }
   }
 
+  static Activation parse_act(const std::string& act) {
+    if (act != "silu" && act != "gelu" && act != "gelu_tanh") fail(ErrorCode::kInvalidArgument, "unknown act '" + act + "'", "act");
+    return act == "silu" ? Activation::kSiLU : act == "gelu" ? Activation::kGeluExact : Activation::kGeluTanh;
+  }
+
   void sync() { backend(dev_).synchronize(); }
 
   // Restores in-place outputs (rope, softcap, kv_write) between timed repetitions.
   void reset_inplace() {
     if (name_ == "rope") out_.copy_from(dev_in_.at("x"));
     if (name_ == "softcap") out_.copy_from(dev_in_.at("x"));
+    if (name_ == "matmul_accumulate") out_.copy_from(dev_in_.at("resid"));
   }
 
   Tensor result() const {
@@ -243,6 +250,15 @@ class OpCall {
                            out_dtype(q.dtype()), dev_);
     }
     if (n == "gated_act") return Tensor::empty(in("gate").shape(), out_dtype(in("gate").dtype()), dev_);
+    if (n == "rms_scaled_gated_act") {
+      const Tensor& h = in("h");
+      return Tensor::empty({h.ndim() == 2 ? h.dim(0) : 0, h.ndim() == 2 ? h.dim(1) / 2 : 0}, out_dtype(h.dtype()), dev_);
+    }
+    if (n == "matmul_accumulate") {  // accumulates into a copy of `resid`
+      Tensor t = Tensor::empty(in("resid").shape(), in("resid").dtype(), dev_);
+      t.copy_from(in("resid"));
+      return t;
+    }
     if (n == "add") return Tensor::empty(in("a").shape(), out_dtype(in("a").dtype()), dev_);
     if (n == "kv_write") return in("cache");
     if (n == "convert") return Tensor::empty(in("src").shape(), out_dtype(in("src").dtype()), dev_);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "models/decode_graph.h"
 #include "models/rows_graph.h"
 #include "models/decoder_rows.h"
+#include "models/fold_norms.h"
 #include "quant/affine.h"
 
 namespace mlxb {
@@ -72,6 +74,11 @@ class Decoder final : public Model {
     fused_step_ = fused_decode_supported(layers_, spec_, device_, act_);
     if (device_ == Device::kCUDA && decode_graphs_enabled()) graphs_ = std::make_unique<DecodeGraphs>(device_);
     if (device_ == Device::kCUDA && row_graphs_enabled()) row_graphs_ = std::make_unique<RowGraphs>(device_);
+    if (fold_norms_requested()) {
+      const std::string why = fold_norms_unsupported(layers_, spec_, device_, act_);
+      if (why.empty()) folded_ = fold_norms(layers_);
+      else std::fprintf(stderr, "mlxb: MLXB_FOLD_NORMS=1 left off for this model: %s\n", why.c_str());
+    }
     if (options.progress) options.progress(1.0, "done");
   }
 
@@ -197,6 +204,7 @@ class Decoder final : public Model {
     d.attn = &attn_params_;
     d.embed_scale = embed_scale();
     d.row_graphs = row_graphs_.get();
+    d.folded = folded_.empty() ? nullptr : &folded_;
     return d;
   }
 
@@ -434,6 +442,7 @@ class Decoder final : public Model {
   int64_t weight_bytes_ = 0;
   std::unique_ptr<DecodeGraphs> graphs_;  // CUDA only, unless MLXB_CUDA_GRAPH=0
   std::unique_ptr<RowGraphs> row_graphs_;  // the engine's batched decode steps (CUDA; rows_graph.h)
+  std::vector<FoldedLayer> folded_;          // folded norms for batched CUDA steps (MLXB_FOLD_NORMS=1; fold_norms.h)
   bool fused_step_ = false;                // one-token steps through decode_fused.h
   std::mutex mu_;
 };

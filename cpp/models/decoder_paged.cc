@@ -159,13 +159,20 @@ bool paged_decode_step(const DecoderParts& d, PagedKVPool& pool, const std::vect
     pr.max_q_count = 1;
     pr.max_kv_len = width * bs;
     AttentionFn attend = [&](int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3, Tensor& o3,
-                             const RopeArgs* rope) {
+                             const RopeArgs* rope, const RowScale* scale) {
+      if (scale) {
+        ops::rms_scaled_rope_kv_write(q3, k3, v3, *scale->x, scale->eps, b.pos_dev, *rope, in.slots, pool.keys(layer),
+                                      pool.values(layer));
+        ops::paged_attention(q3, pool.keys(layer), pool.values(layer), pr, p.args, o3);
+        return;
+      }
       // One launch on CUDA for bf16 pools: the attention kernel rotates q and writes the new k, v.
       ops::rope_paged_attention(q3, k3, v3, b.pos_dev, *rope, in.slots, pool.keys(layer), pool.values(layer), pr, p.args, o3);
     };
     LayerPlan plan;
     plan.attend_ropes = true;
     plan.fuse = true;
+    plan.fold = d.folded && !d.batch_invariant;
     RowGraphs::Outputs o;
     o.logits = run_layers(d, b, in.sel, rb, attend, plan);
     o.next = Tensor::empty({rb}, DType::I32, d.device);
@@ -310,10 +317,12 @@ void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::
   const auto t1 = StepProfile::Clock::now();
   prof.begin(d.device);
   AttentionFn attend = [&](int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3, Tensor& o3,
-                           const RopeArgs* rope) {
+                           const RopeArgs* rope, const RowScale* scale) {
     Tensor& kp = pool.keys(layer);
     Tensor& vp = pool.values(layer);
-    if (rope) {
+    if (scale) {
+      ops::rms_scaled_rope_kv_write(q3, k3, v3, *scale->x, scale->eps, b.pos_dev, *rope, slots_dev, kp, vp);
+    } else if (rope) {
       ops::rope_kv_write(q3, k3, v3, b.pos_dev, *rope, slots_dev, kp, vp);
     } else {
       ops::kv_write(k3, slots_dev, kp);
@@ -339,6 +348,7 @@ void decoder_forward_paged(const DecoderParts& d, PagedKVPool& pool, const std::
   LayerPlan plan;
   plan.attend_ropes = cuda && b.shared_rope;
   plan.fuse = plan.attend_ropes && long_rows.empty();
+  plan.fold = plan.fuse && d.folded && !d.batch_invariant;
   Tensor out = run_layers(d, b, sel_dev, static_cast<int64_t>(sel.size()), attend, plan);
   prof.mark(StepProfile::kHead);
   const auto t2 = StepProfile::Clock::now();

@@ -91,8 +91,69 @@ Tensor upload_i32(const std::vector<int32_t>& v, Device device) {
   return host.to(device);  // an owned copy (also on the CPU)
 }
 
+namespace {
+
+// The final norm and LM head of the activation rows `sel` of x (see run_layers).
+Tensor head(const DecoderParts& d, const Tensor& x, const Tensor& sel_dev, int64_t n_sel, int64_t chunk) {
+  if (n_sel == 0) return Tensor();
+  const ModelConfig& c = *d.cfg;
+  Tensor last = Tensor::empty({n_sel, c.hidden_size}, d.act, d.device);
+  ops::embedding(x, sel_dev, 1.0f, last);  // row gather (times 1.0: exact)
+  ops::rms_norm(last, *d.final_norm, static_cast<float>(c.norm_eps), d.spec->norm_add_one, last);
+  Tensor out = Tensor::empty({n_sel, c.vocab_size}, d.act, d.device);
+  linear_in(last, *d.lm_head, out, chunk);
+  if (d.spec->final_softcap > 0.0f) ops::softcap(out, d.spec->final_softcap);
+  return out;
+}
+
+// run_layers over the folded layers (fold_norms.h): per layer the q/k/v GEMM of the residual, the
+// attention (its callback scales the rows), o added into the residual by its GEMM, the gate/up
+// GEMM of the residual, the scaled activation and down added into the residual.
+Tensor run_folded(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, int64_t n_sel, const AttentionFn& attend) {
+  const ModelConfig& c = *d.cfg;
+  const int64_t t = b.total, h = c.hidden_size;
+  const float eps = static_cast<float>(c.norm_eps);
+  StepProfile& prof = StepProfile::get();
+  Tensor x = Tensor::empty({t, h}, d.act, d.device);
+  if (d.embed->quantized()) ops::qembedding(d.embed->q, b.ids_dev, d.embed_scale, x);
+  else ops::embedding(d.embed->w, b.ids_dev, d.embed_scale, x);
+  const RowScale scale{&x, eps};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const LayerWeights& w = (*d.layers)[static_cast<size_t>(i)];
+    const FoldedLayer& fl = (*d.folded)[static_cast<size_t>(i)];
+    const AttentionParams& p = (*d.attn)[static_cast<size_t>(i)];
+    const int64_t qd = p.heads * p.head_dim, kvd = p.kv_heads * p.head_dim, width = qd + 2 * kvd;
+    Tensor qkv = Tensor::empty({t, width}, d.act, d.device);
+    ops::matmul(x, fl.qkv.w, nullptr, qkv);
+    prof.mark(StepProfile::kQkv);
+    Tensor q3 = qkv.as_strided({t, p.heads, p.head_dim}, {width, p.head_dim, 1}, 0);
+    Tensor k3 = qkv.as_strided({t, p.kv_heads, p.head_dim}, {width, p.head_dim, 1}, qd);
+    Tensor v3 = qkv.as_strided({t, p.kv_heads, p.head_dim}, {width, p.head_dim, 1}, qd + kvd);
+    Tensor o3 = Tensor::empty({t, p.heads, p.head_dim}, d.act, d.device);
+    attend(i, p, q3, k3, v3, o3, p.local_rope ? &b.local[0] : &b.full[0], &scale);
+    ops::matmul_accumulate(o3.reshape({t, qd}), w.attn.o.w, x);
+    prof.mark(StepProfile::kOut);
+    const int64_t f = w.mlp.gate.out;
+    Tensor gu = Tensor::empty({t, 2 * f}, d.act, d.device);
+    ops::matmul(x, fl.gate_up.w, nullptr, gu);
+    Tensor gate = Tensor::empty({t, f}, d.act, d.device);
+    ops::rms_scaled_gated_act(gu, x, eps, c.hidden_act, gate);
+    prof.mark(StepProfile::kGateUp);
+    ops::matmul_accumulate(gate, w.mlp.down.w, x);
+    prof.mark(StepProfile::kDown);
+  }
+  return head(d, x, sel_dev, n_sel, 0);
+}
+
+}  // namespace
+
 Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, int64_t n_sel, const AttentionFn& attend,
                   const LayerPlan& plan) {
+  if (plan.fold) {
+    if (!d.folded || !plan.fuse || !plan.attend_ropes || !b.shared_rope || d.batch_invariant)
+      fail(ErrorCode::kInternal, "run_layers: a folded step needs folded layers, fused projections and shared rope");
+    return run_folded(d, b, sel_dev, n_sel, attend);
+  }
   const ModelConfig& c = *d.cfg;
   const DecoderSpec& spec = *d.spec;
   const int64_t t = b.total, h = c.hidden_size;
@@ -146,7 +207,7 @@ Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, 
         apply_rope(b, k3, p.local_rope);
       }
       Tensor o3 = Tensor::empty({t, p.heads, p.head_dim}, d.act, d.device);
-      attend(i, p, q3, k3, v3, o3, rope);
+      attend(i, p, q3, k3, v3, o3, rope, nullptr);
       linear_in(o3.reshape({t, qd}), w.attn.o, branch, chunk);
       prof.mark(StepProfile::kOut);
     }
@@ -172,14 +233,7 @@ Tensor run_layers(const DecoderParts& d, const Batch& b, const Tensor& sel_dev, 
     pending = true;
   }
   if (pending) ops::add(x, branch, x);
-  if (n_sel == 0) return Tensor();
-  Tensor last = Tensor::empty({n_sel, h}, d.act, d.device);
-  ops::embedding(x, sel_dev, 1.0f, last);  // row gather (times 1.0: exact)
-  ops::rms_norm(last, *d.final_norm, eps, one, last);
-  Tensor out = Tensor::empty({n_sel, c.vocab_size}, d.act, d.device);
-  linear_in(last, *d.lm_head, out, chunk);
-  if (spec.final_softcap > 0.0f) ops::softcap(out, spec.final_softcap);
-  return out;
+  return head(d, x, sel_dev, n_sel, chunk);
 }
 
 void copy_logits(const DecoderParts& d, const Tensor& out, const std::vector<float*>& dst) {
@@ -234,7 +288,7 @@ void decoder_forward_rows(const DecoderParts& d, const std::vector<Model::Row>& 
   b.pos_dev = upload_i32(b.pos, d.device);
   Tensor sel_dev = upload_i32(sel, d.device);
   AttentionFn attend = [&](int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3, Tensor& o3,
-                           const RopeArgs*) {
+                           const RopeArgs*, const RowScale*) {
     for (size_t r = 0; r < rows.size(); ++r) {
       const int64_t a = b.offset[r], e = a + b.count[r];
       LayerCache& cache = *(*rows[r].caches)[static_cast<size_t>(layer)];

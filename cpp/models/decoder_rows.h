@@ -20,6 +20,7 @@
 
 #include "kv/paged.h"
 #include "models/decoder.h"
+#include "models/fold_norms.h"
 
 namespace mlxb {
 
@@ -41,6 +42,7 @@ struct DecoderParts {
   float embed_scale = 1.0f;
   bool batch_invariant = false;
   RowGraphs* row_graphs = nullptr;  // the model's recorded decode steps (CUDA); null: always eager
+  const std::vector<FoldedLayer>* folded = nullptr;  // folded norms (fold_norms.h); null: none
 };
 
 void decoder_forward_rows(const DecoderParts& d, const std::vector<Model::Row>& rows);

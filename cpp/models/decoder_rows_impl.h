@@ -41,12 +41,23 @@ struct LayerPlan {
   // One q/k/v projection (q, k, v are row-strided column views of it; needs attend_ropes, no
   // q/k norms, and an attention that takes strided q) and one gate/up projection + activation.
   bool fuse = false;
+  // The folded layers (DecoderParts::folded; models/fold_norms.h) instead: needs fuse and an
+  // attention callback that applies a RowScale.
+  bool fold = false;
+};
+
+// q3/k3/v3 of a folded layer are projections of the residual rows x [T, H] themselves: the
+// attention callback scales row t by 1 / sqrt(mean(x[t]^2) + eps) (ops::rms_scaled_rope_kv_write).
+struct RowScale {
+  const Tensor* x = nullptr;
+  float eps = 0.0f;
 };
 
 // Attention of one layer for all rows: q3 [T, Hq, D], k3/v3 [T, Hkv, D] -> o3. `rope` non-null:
 // q3/k3 are not rotated yet and the callback applies it (else they were rotated already).
+// `scale` non-null (plan.fold, always with rope): as RowScale says.
 using AttentionFn = std::function<void(int64_t layer, const AttentionParams& p, Tensor& q3, Tensor& k3, const Tensor& v3,
-                                       Tensor& o3, const RopeArgs* rope)>;
+                                       Tensor& o3, const RopeArgs* rope, const RowScale* scale)>;
 
 // Embedding, every layer, and the final norm + LM head of the activation rows `sel` (host
 // indices). Returns logits [sel.size(), vocab] in the activation dtype on the model's device.

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "ops/backends.h"
 
@@ -144,6 +145,95 @@ void Backend::norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const Qu
   Tensor normed = Tensor::empty(x.shape(), x.dtype(), x.device());
   rms_norm(x, norm.w, norm.eps, norm.add_one, normed);
   qgated_matmul(normed, w, bias, act, out);
+}
+
+namespace {
+
+// The generic forms of the row-scaled ops read and write host memory: float tensors on the CPU.
+float host_get(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::F32: return t.ptr<float>()[i];
+    case DType::BF16: return bf16_to_f32(t.ptr<uint16_t>()[i]);
+    case DType::F16: return f16_to_f32(t.ptr<uint16_t>()[i]);
+    default: fail(ErrorCode::kInternal, "row-scaled op: not a float tensor");
+  }
+}
+void host_set(Tensor& t, int64_t i, float v) {
+  switch (t.dtype()) {
+    case DType::F32: t.ptr<float>()[i] = v; return;
+    case DType::BF16: t.ptr<uint16_t>()[i] = f32_to_bf16(v); return;
+    case DType::F16: t.ptr<uint16_t>()[i] = f32_to_f16(v); return;
+    default: fail(ErrorCode::kInternal, "row-scaled op: not a float tensor");
+  }
+}
+void check_host_float(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> ts) {
+  for (auto [t, name] : ts)
+    if (t->device() != Device::kCPU || (t->dtype() != DType::F32 && t->dtype() != DType::BF16 && t->dtype() != DType::F16))
+      fail(ErrorCode::kUnsupported, std::string(op) + ": the generic op takes float CPU tensors; " + name + " is " + t->describe());
+}
+// s[t] = 1 / sqrt(mean(x[t]^2) + eps) of each row of a contiguous x [T, H].
+std::vector<float> row_inv_rms(const char* op, const Tensor& x, float eps) {
+  if (x.ndim() != 2 || !x.is_contiguous()) fail(ErrorCode::kInvalidArgument, std::string(op) + ": x must be a contiguous [T, H]: " + x.describe());
+  const int64_t t = x.dim(0), h = x.dim(1);
+  std::vector<float> s(static_cast<size_t>(t));
+  for (int64_t r = 0; r < t; ++r) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < h; ++i) {
+      const double v = host_get(x, r * h + i);
+      ss += v * v;
+    }
+    s[static_cast<size_t>(r)] = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(h) + eps));
+  }
+  return s;
+}
+// Multiplies row r of a [T, H, D] view (heads contiguous within a row) by s[r], in place.
+void scale_rows(Tensor& a, const std::vector<float>& s) {
+  const int64_t t = a.dim(0), width = a.dim(1) * a.dim(2);
+  if (a.stride(2) != 1 || a.stride(1) != a.dim(2)) fail(ErrorCode::kInvalidArgument, "row-scaled op: heads must be contiguous: " + a.describe());
+  for (int64_t r = 0; r < t; ++r) {
+    Tensor v = a.as_strided({width}, {1}, r * a.stride(0));
+    for (int64_t i = 0; i < width; ++i) host_set(v, i, host_get(v, i) * s[static_cast<size_t>(r)]);
+  }
+}
+
+}  // namespace
+
+void Backend::matmul_accumulate(const Tensor& x, const Tensor& w, Tensor& resid) { matmul_add(x, w, nullptr, resid); }
+
+void Backend::rms_scaled_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& x, float eps, const Tensor& positions,
+                                       const RopeArgs& args, const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
+  const char* op = "rms_scaled_rope_kv_write";
+  check_host_float(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&x, "x"}});
+  if (q.ndim() != 3 || k.ndim() != 3 || v.ndim() != 3 || k.dim(0) != q.dim(0) || v.dim(0) != q.dim(0) || x.ndim() != 2 || x.dim(0) != q.dim(0))
+    fail(ErrorCode::kInvalidArgument, std::string(op) + ": q, k, v [T, H, D] and x [T, H] must have the same rows");
+  const std::vector<float> s = row_inv_rms(op, x, eps);
+  Tensor vs = Tensor::empty(v.shape(), v.dtype(), Device::kCPU);  // v itself stays as it is
+  const int64_t vw = v.dim(1) * v.dim(2);
+  if (v.stride(2) != 1 || v.stride(1) != v.dim(2)) fail(ErrorCode::kInvalidArgument, std::string(op) + ": v's heads must be contiguous");
+  for (int64_t r = 0; r < v.dim(0); ++r)
+    for (int64_t i = 0; i < vw; ++i) host_set(vs, r * vw + i, host_get(v, r * v.stride(0) + i));
+  scale_rows(q, s);
+  scale_rows(k, s);
+  scale_rows(vs, s);
+  rope_kv_write(q, k, vs, positions, args, slots, k_cache, v_cache);
+}
+
+void Backend::rms_scaled_gated_act(const Tensor& h, const Tensor& x, float eps, Activation act, Tensor& out) {
+  const char* op = "rms_scaled_gated_act";
+  check_host_float(op, {{&h, "h"}, {&x, "x"}, {&out, "out"}});
+  if (h.ndim() != 2 || out.ndim() != 2 || !h.is_contiguous() || h.dim(1) != 2 * out.dim(1) || h.dim(0) != out.dim(0) || x.ndim() != 2 ||
+      x.dim(0) != h.dim(0))
+    fail(ErrorCode::kInvalidArgument, std::string(op) + ": needs h [T, 2F] contiguous, x [T, H], out [T, F]: " + h.describe() + ", " +
+                                          x.describe() + " -> " + out.describe());
+  const int64_t t = h.dim(0), f = out.dim(1);
+  const std::vector<float> s = row_inv_rms(op, x, eps);
+  Tensor gate = Tensor::empty({t, f}, out.dtype(), Device::kCPU), up = Tensor::empty({t, f}, out.dtype(), Device::kCPU);
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t j = 0; j < f; ++j) {
+      host_set(gate, r * f + j, host_get(h, r * 2 * f + j) * s[static_cast<size_t>(r)]);
+      host_set(up, r * f + j, host_get(h, r * 2 * f + f + j) * s[static_cast<size_t>(r)]);
+    }
+  gated_act(gate, up, act, out);
 }
 
 namespace {

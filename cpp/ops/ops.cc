@@ -67,4 +67,13 @@ void norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight
   backend(out.device()).norm_qgated_matmul(x, norm, w, bias, act, out);
 }
 
+void matmul_accumulate(const Tensor& x, const Tensor& w, Tensor& resid) { backend(resid.device()).matmul_accumulate(x, w, resid); }
+void rms_scaled_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& x, float eps, const Tensor& positions,
+                              const RopeArgs& args, const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
+  backend(k_cache.device()).rms_scaled_rope_kv_write(q, k, v, x, eps, positions, args, slots, k_cache, v_cache);
+}
+void rms_scaled_gated_act(const Tensor& h, const Tensor& x, float eps, Activation act, Tensor& out) {
+  backend(out.device()).rms_scaled_gated_act(h, x, eps, act, out);
+}
+
 }  // namespace mlxb::ops

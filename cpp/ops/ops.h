@@ -260,6 +260,20 @@ class Backend {
   virtual void norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Activation act,
                                   Tensor& out);
 
+  // --- projections of un-normalised rows, for a model whose RMSNorm weights were folded into the
+  // weights of the projections after them (models/fold_norms.h): s[t] = 1 / sqrt(mean(x[t]^2) + eps)
+  // is the scale that RMSNorm would give residual row t of x [T, H].
+  // resid[M,N] += x[M,K]·w^T, the sum in float32 rounded once where the backend can (CUDA through
+  // cuBLASLt); the generic op is matmul into a temporary, then add.
+  virtual void matmul_accumulate(const Tensor& x, const Tensor& w, Tensor& resid);
+  // Rows t of q, k and v (projections of x's row t) times s[t], then rope_kv_write. The generic op
+  // (CPU tensors) rounds the scaled rows to their dtype first; CUDA rotates the scaled values.
+  virtual void rms_scaled_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& x, float eps, const Tensor& positions,
+                                        const RopeArgs& args, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+  // out[t, j] = act(s[t] h[t, j]) * (s[t] h[t, F + j]) for h [T, 2F] (a fused [gate; up] projection
+  // of x's rows), out [T, F]
+  virtual void rms_scaled_gated_act(const Tensor& h, const Tensor& x, float eps, Activation act, Tensor& out);
+
   // --- capture (optional). Between begin_capture() and end_capture() the calling thread's ops
   // are recorded instead of run, and what they allocate comes from an arena owned by the graph;
   // nothing may be copied to or from the host in between. begin_capture() returns false when
@@ -322,6 +336,10 @@ void norm_qkv_rope(const Tensor& x, const NormArgs& norm, const Tensor& w, const
 void qmatmul_add(const Tensor& x, const QuantWeight& w, const Tensor* bias, Tensor& resid);
 void norm_qmatmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Tensor& y);
 void norm_qgated_matmul(const Tensor& x, const NormArgs& norm, const QuantWeight& w, const Tensor* bias, Activation act, Tensor& out);
+void matmul_accumulate(const Tensor& x, const Tensor& w, Tensor& resid);
+void rms_scaled_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& x, float eps, const Tensor& positions,
+                              const RopeArgs& args, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+void rms_scaled_gated_act(const Tensor& h, const Tensor& x, float eps, Activation act, Tensor& out);
 }  // namespace ops
 
 }  // namespace mlxb

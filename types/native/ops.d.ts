@@ -12,7 +12,7 @@ export interface OpTensor {
 
 export type OpName =
   | 'matmul' | 'embedding' | 'rms_norm' | 'layer_norm' | 'rope' | 'softmax' | 'attention'
-  | 'gated_act' | 'add' | 'softcap' | 'kv_write' | 'convert';
+  | 'gated_act' | 'add' | 'softcap' | 'kv_write' | 'convert' | 'matmul_accumulate' | 'rms_scaled_gated_act';
 
 /**
  * Inputs by op (names of `inputs`), result, and params:
@@ -27,6 +27,8 @@ export type OpName =
  * - add: a, b -> like a;  softcap: x; cap -> like x
  * - kv_write: src, slots, cache; kvCapacity -> the updated cache
  * - convert: src; outDtype -> src in outDtype
+ * - matmul_accumulate: x [M, K], w [N, K], resid [M, N] -> resid + x · w^T
+ * - rms_scaled_gated_act: h [T, 2F], x [T, H]; eps, act -> [T, F]: act(s h[:, :F]) * (s h[:, F:]), s = 1 / rms(x row)
  * `outDtype` also picks the result dtype of the other ops (default: the main input's dtype,
  * float32 for embedding). `kvCapacity` places k/v/cache [H, S, D] in storage of [H, kvCapacity, D]
  * (NaN padding) to exercise cache views.

@@ -45,6 +45,10 @@ class CudaBackend final : public Backend {
   void rope_paged_attention(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeArgs& rope,
                             const Tensor& slots, Tensor& k_cache, Tensor& v_cache, const PagedAttentionRows& rows,
                             const AttentionArgs& args, Tensor& out) override;  // paged_attention.cu
+  void rms_scaled_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& x, float eps, const Tensor& positions,
+                                const RopeArgs& args, const Tensor& slots, Tensor& k_cache, Tensor& v_cache) override;  // rope.cu
+  void matmul_accumulate(const Tensor& x, const Tensor& w, Tensor& resid) override;                     // matmul.cu
+  void rms_scaled_gated_act(const Tensor& h, const Tensor& x, float eps, Activation act, Tensor& out) override;  // matmul.cu
   // gemv_fused.cu
   void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& resid) override;
   void norm_matmul(const Tensor& x, const NormArgs& norm, const Tensor& w, const Tensor* bias, Tensor& y) override;

@@ -307,7 +307,8 @@ bool cublaslt_available(std::string* why) {
   return l.ok;
 }
 
-bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType dtype, cudaStream_t stream) {
+bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType dtype, cudaStream_t stream,
+                     bool accumulate) {
   Lt& l = lt();
   std::lock_guard<std::mutex> lock(l.mu);
   open_locked(l);
@@ -317,7 +318,7 @@ bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n
   if (it == l.plans.end()) it = l.plans.emplace(key, make_plan(l, m, n, k, dtype)).first;
   const Plan& p = it->second;
   if (!p.ok) return false;
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   int st = l.api.matmul(l.handle, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo, l.workspace, p.workspace, stream);
   if (st != 0) fail(ErrorCode::kInternal, "cuBLASLt matmul failed with status " + std::to_string(st) + " (M=" + std::to_string(m) +
                                               ", N=" + std::to_string(n) + ", K=" + std::to_string(k) + ")");

@@ -17,7 +17,9 @@ bool cublaslt_available(std::string* why = nullptr);
 
 // Row-major y[M,N] = x[M,K] · w[N,K]^T on `stream`, f32 accumulation. x, w and y of one dtype
 // (f32, bf16 or f16). Returns false when cuBLASLt is missing or has no algorithm for the case
-// (the caller then uses its own kernels); throws on a failure inside cuBLASLt.
-bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType dtype, cudaStream_t stream);
+// (the caller then uses its own kernels); throws on a failure inside cuBLASLt. `accumulate`:
+// y += x · w^T instead (beta = 1; the float32 sum rounded once).
+bool cublaslt_matmul(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType dtype, cudaStream_t stream,
+                     bool accumulate = false);
 
 }  // namespace mlxb::cuda

@@ -4,12 +4,15 @@
 // - larger M with x, w, y of one dtype: cuBLASLt (dlopened; pure float32 compute for f32).
 // y always has x's dtype (the activation dtype); w may differ.
 // - anything else (mixed dtypes, no cuBLASLt): a tiled SIMT kernel in float32 (gemm_kernel).
+#include <algorithm>
+
 #include "backend/cuda/backend.h"
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cublaslt.h"
 #include "backend/cuda/matmul_rows.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/rms_row.cuh"
 
 namespace mlxb::cuda {
 
@@ -245,6 +248,22 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
 
 namespace mlxb::cuda {
 
+// Rows beyond the GEMV's reach go through cuBLASLt with beta = 1 (one rounding of the float32 sum);
+// anything else (or no cuBLASLt) takes the generic op.
+void CudaBackend::matmul_accumulate(const Tensor& x, const Tensor& w, Tensor& resid) {
+  const bool fits = x.device() == Device::kCUDA && w.device() == Device::kCUDA && resid.device() == Device::kCUDA &&
+                    x.is_contiguous() && w.is_contiguous() && resid.is_contiguous() && w.ndim() == 2 && x.ndim() >= 1 &&
+                    x.dim(-1) == w.dim(1) && w.dim(1) > 0 && resid.ndim() >= 1 && resid.dim(-1) == w.dim(0) &&
+                    x.dtype() == w.dtype() && resid.dtype() == w.dtype() && (w.dtype() == DType::BF16 || w.dtype() == DType::F16) &&
+                    x.numel() / w.dim(1) == resid.numel() / std::max<int64_t>(1, w.dim(0)) && x.data() != resid.data();
+  const int64_t m = fits ? x.numel() / w.dim(1) : 0;
+  if (fits && m > kGemvMaxRows && cublaslt_matmul(x.data(), w.data(), resid.data(), m, w.dim(0), w.dim(1), w.dtype(), stream(), true)) {
+    MLXB_CUDA_LAUNCHED("matmul_accumulate");
+    return;
+  }
+  Backend::matmul_accumulate(x, w, resid);
+}
+
 // out[r, j] = act(h[r, j]) * h[r, F + j] for h [M, 2F] (one fused [gate; up] projection of M rows).
 template <Activation A, typename T>
 static __global__ void gated_halves_kernel(const T* __restrict__ h, T* __restrict__ out, int64_t m, int64_t f) {
@@ -284,6 +303,58 @@ static void launch_gated_halves(const T* h, T* out, int64_t m, int64_t f) {
     }
   }
   gated_halves_kernel<A, T><<<grid_for(m * f), 256, 0, stream()>>>(h, out, m, f);
+}
+
+// rms_scaled_gated_act for 16-bit tensors with F % 8 == 0: as gated_halves_vec_kernel, the gate and
+// up values first scaled by row r's 1 / rms of x [M, H] (rms_norm's float32 sum, rms_row.cuh).
+template <Activation A, typename T>
+static __global__ void scaled_gated_halves_kernel(const T* __restrict__ h, const T* __restrict__ x, T* __restrict__ out, int64_t f,
+                                                  int64_t hd, float eps) {
+  grid_dependents_may_launch();  // launched programmatically (common.cuh: programmatic_ops)
+  grid_dependency_wait();
+  const int64_t r = blockIdx.y, j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  const T* xr = x + r * hd;
+  const float s = rms_inv_row([&](int64_t i) { return to_f32(xr[i]); }, hd, eps);
+  if (j >= f) return;
+  const uint4 gv = *reinterpret_cast<const uint4*>(h + r * 2 * f + j);
+  const uint4 uv = *reinterpret_cast<const uint4*>(h + r * 2 * f + f + j);
+  const T* g = reinterpret_cast<const T*>(&gv);
+  const T* u = reinterpret_cast<const T*>(&uv);
+  uint4 ov;
+  T* o = reinterpret_cast<T*>(&ov);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) o[i] = from_f32<T>(activate<A>(s * to_f32(g[i])) * (s * to_f32(u[i])));
+  *reinterpret_cast<uint4*>(out + r * f + j) = ov;
+}
+
+template <typename T>
+static void launch_scaled_gated(const Tensor& h, const Tensor& x, float eps, Activation act, Tensor& out) {
+  const int64_t m = out.dim(0), f = out.dim(1);
+  const dim3 grid(static_cast<unsigned>(ceil_div(f / 8, 256)), static_cast<unsigned>(m));
+  const bool pdl = programmatic_ops("act");
+  auto go = [&](auto kernel) { launch_kernel(kernel, grid, dim3(256), 0, pdl, h.ptr<T>(), x.ptr<T>(), out.ptr<T>(), f, x.dim(1), eps); };
+  switch (act) {
+    case Activation::kSiLU: go(scaled_gated_halves_kernel<Activation::kSiLU, T>); break;
+    case Activation::kGeluExact: go(scaled_gated_halves_kernel<Activation::kGeluExact, T>); break;
+    case Activation::kGeluTanh: go(scaled_gated_halves_kernel<Activation::kGeluTanh, T>); break;
+  }
+}
+
+void CudaBackend::rms_scaled_gated_act(const Tensor& h, const Tensor& x, float eps, Activation act, Tensor& out) {
+  const bool fits = h.device() == Device::kCUDA && x.device() == Device::kCUDA && out.device() == Device::kCUDA && h.ndim() == 2 &&
+                    x.ndim() == 2 && out.ndim() == 2 && h.is_contiguous() && x.is_contiguous() && out.is_contiguous() &&
+                    h.dim(0) == out.dim(0) && x.dim(0) == out.dim(0) && h.dim(1) == 2 * out.dim(1) && out.dim(1) % 8 == 0 &&
+                    out.dim(0) <= 65535 && x.dim(1) > 0 && h.dtype() == out.dtype() && x.dtype() == out.dtype() &&
+                    (out.dtype() == DType::BF16 || out.dtype() == DType::F16) && reinterpret_cast<uintptr_t>(h.data()) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(out.data()) % 16 == 0;
+  if (!fits) {
+    Backend::rms_scaled_gated_act(h, x, eps, act, out);
+    return;
+  }
+  if (out.dim(0) == 0) return;
+  if (out.dtype() == DType::BF16) launch_scaled_gated<__nv_bfloat16>(h, x, eps, act, out);
+  else launch_scaled_gated<__half>(h, x, eps, act, out);
+  MLXB_CUDA_LAUNCHED("rms_scaled_gated_act");
 }
 
 // Several rows through a fused dense [gate; up] weight: one matmul into [M, 2F] (rounded to out's
