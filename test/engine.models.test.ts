@@ -57,6 +57,23 @@ describe.each(['llama', 'qwen3', 'gemma3_text'])('engine on %s', (name) => {
     await engine.close();
   });
 
+  it('logprobs: true reports the log-probabilities generate() reports alone', async () => {
+    const collect = async (events: AsyncIterable<{ token: number; logprob?: number }>) => {
+      const out: Array<[number, number | undefined]> = [];
+      for await (const e of events) out.push([e.token, e.logprob]);
+      return out;
+    };
+    const want = await collect(generate(target, ps[1]!, { temperature: 0, maxTokens: 6, stopTokenIds: [], logprobs: true }));
+    const engine = createInferenceEngine(target, { maxRows: 4, blockSize: 4, prefillChunk: 8 });
+    const got = await collect(engine.generate(ps[1]!, { temperature: 0, maxTokens: 6, stopTokenIds: [], logprobs: true }));
+    await engine.close();
+    expect(got.map((x) => x[0])).toEqual(want.map((x) => x[0]));
+    for (let i = 0; i < want.length; i++) {
+      expect(want[i]![1]!).toBeLessThan(0);
+      expect(got[i]![1]!, `token ${i}`).toBeCloseTo(want[i]![1]!, 4);
+    }
+  });
+
   it('a prefix-cache hit gives the output of a miss', async () => {
     const engine = createInferenceEngine(target, { maxRows: 4, blockSize: 4 });
     const p = ps[0]!;

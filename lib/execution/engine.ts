@@ -162,12 +162,11 @@ export class InferenceEngine implements AsyncDisposable {
         `the prompt has ${p.prompt.length} tokens; this engine's context is ${this.options.maxContext} tokens`, 'input');
     }
     const maxTokens = Math.min(p.maxTokens, this.options.maxContext - p.prompt.length);
-    const { logprobs: _logprobs, ...sampling } = p.options.sampling;
     const id = this.#nextId++;
     const row = new RowSource((ended) => {
       if (!ended) this.#native.cancel(id);
     });
-    this.#native.submit(id, Int32Array.from(p.prompt), maxTokens, Int32Array.from(p.stopIds), sampling, '');
+    this.#native.submit(id, Int32Array.from(p.prompt), maxTokens, Int32Array.from(p.stopIds), p.options.sampling, '');
     this.#rows.set(id, row);
     return runGeneration(this.#target, { ...p, maxTokens }, row);
   }
