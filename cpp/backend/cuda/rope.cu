@@ -65,12 +65,12 @@ struct RopeKv {
   int64_t s_count, head_stride;
 };
 
-// Head hh (q heads, then k, then v) of token t, its values first multiplied by `sc` (rows of an
-// un-normalised projection, rms_scaled_rope_kv_write; exactly 1 otherwise, when q's unrotated
-// tail is left as it is).
+// Head hh (q heads, then k, then v) of token t by `width` threads (this one is `lane`), its values
+// first multiplied by `sc` (rows of an un-normalised projection, rms_scaled_rope_kv_write; exactly
+// 1 otherwise, when q's unrotated tail is left as it is).
 template <typename T, typename TC>
 __device__ __forceinline__ void rope_kv_head(T* q, T* k, const T* v, TC* kc, TC* vc, const RopeKv& a, int64_t t, int64_t hh, float sc,
-                                             bool scaled) {
+                                             bool scaled, int lane, int width) {
   const int64_t slot = a.slots[t];
   const bool store = slot >= 0 && slot < a.s_count;
   const int64_t dim = a.dim, half = a.half;
@@ -78,7 +78,7 @@ __device__ __forceinline__ void rope_kv_head(T* q, T* k, const T* v, TC* kc, TC*
     const bool is_k = hh >= a.hq;
     T* xr = is_k ? k + t * a.ks + (hh - a.hq) * dim : q + t * a.qs + hh * dim;
     TC* cr = is_k && store ? kc + (hh - a.hq) * a.head_stride + slot * dim : nullptr;
-    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    for (int64_t i = lane; i < half; i += width) {
       float s, c;
       sincosf(static_cast<float>(a.pos[t]) * a.inv_freq[i], &s, &c);
       s *= a.mscale;
@@ -94,19 +94,19 @@ __device__ __forceinline__ void rope_kv_head(T* q, T* k, const T* v, TC* kc, TC*
       }
     }
     if (scaled) {
-      for (int64_t i = 2 * half + threadIdx.x; i < dim; i += blockDim.x) {
+      for (int64_t i = 2 * half + lane; i < dim; i += width) {
         const T y = from_f32<T>(to_f32(xr[i]) * sc);
         xr[i] = y;
         if (cr) cr[i] = from_f32<TC>(to_f32(y));
       }
     } else if (cr) {
-      for (int64_t i = 2 * half + threadIdx.x; i < dim; i += blockDim.x) cr[i] = from_f32<TC>(to_f32(xr[i]));
+      for (int64_t i = 2 * half + lane; i < dim; i += width) cr[i] = from_f32<TC>(to_f32(xr[i]));
     }
   } else if (store) {
     const int64_t h = hh - a.hq - a.hkv;
     const T* vr = v + t * a.vs + h * dim;
     TC* cr = vc + h * a.head_stride + slot * dim;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) cr[i] = from_f32<TC>(to_f32(vr[i]) * sc);
+    for (int64_t i = lane; i < dim; i += width) cr[i] = from_f32<TC>(to_f32(vr[i]) * sc);
   }
 }
 
@@ -115,12 +115,14 @@ static __global__ void rope_kv_kernel(T* q, T* k, const T* v, TC* kc, TC* vc, Ro
   grid_dependents_may_launch();  // launched programmatically (common.cuh: programmatic_ops)
   grid_dependency_wait();
   const int64_t heads = a.hq + 2 * a.hkv;
-  rope_kv_head(q, k, v, kc, vc, a, blockIdx.x / heads, blockIdx.x % heads, 1.0f, false);
+  rope_kv_head(q, k, v, kc, vc, a, blockIdx.x / heads, blockIdx.x % heads, 1.0f, false, threadIdx.x, blockDim.x);
 }
 
-// rms_scaled_rope_kv_write: block (t, g) takes heads g * kScaledHeads .. of token t, scaled by the
-// inverse rms of x's row t (rms_norm's float32 sum, rms_row.cuh), computed once per block.
+// rms_scaled_rope_kv_write: block (t, g) takes heads g * kScaledHeads .. of token t, kScaledLanes
+// threads per head, all scaled by the inverse rms of x's row t (rms_norm's float32 sum,
+// rms_row.cuh), computed once per block.
 constexpr int64_t kScaledHeads = 8;
+constexpr int kScaledLanes = 64;
 template <typename T, typename TC>
 static __global__ void rope_kv_scaled_kernel(T* q, T* k, const T* v, TC* kc, TC* vc, RopeKv a, const T* x, int64_t hd, float eps) {
   grid_dependents_may_launch();  // launched programmatically (common.cuh: programmatic_ops)
@@ -129,7 +131,8 @@ static __global__ void rope_kv_scaled_kernel(T* q, T* k, const T* v, TC* kc, TC*
   const int64_t t = blockIdx.x / groups, h0 = blockIdx.x % groups * kScaledHeads;
   const T* xr = x + t * hd;
   const float sc = rms_inv_row([&](int64_t i) { return to_f32(xr[i]); }, hd, eps);
-  for (int64_t hh = h0; hh < h0 + kScaledHeads && hh < heads; ++hh) rope_kv_head(q, k, v, kc, vc, a, t, hh, sc, true);
+  const int64_t hh = h0 + threadIdx.x / kScaledLanes;
+  if (hh < heads) rope_kv_head(q, k, v, kc, vc, a, t, hh, sc, true, static_cast<int>(threadIdx.x % kScaledLanes), kScaledLanes);
 }
 
 // Whether q, k, v, the caches and the rope arguments fit the kernels above.
@@ -203,7 +206,7 @@ void CudaBackend::rms_scaled_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v
   if (blocks == 0) return;
   const RopeKv a = rope_kv_args(q, k, v, positions, args, slots, k_cache);
   MLXB_FLOAT_SWITCH(q.dtype(), T, MLXB_FLOAT_SWITCH(k_cache.dtype(), TC,
-      launch_kernel(rope_kv_scaled_kernel<T, TC>, dim3(static_cast<unsigned>(blocks)), dim3(128), 0, programmatic_ops("rope"),
+      launch_kernel(rope_kv_scaled_kernel<T, TC>, dim3(static_cast<unsigned>(blocks)), dim3(kScaledHeads * kScaledLanes), 0, programmatic_ops("rope"),
           q.ptr<T>(), k.ptr<T>(), v.ptr<T>(), k_cache.ptr<TC>(), v_cache.ptr<TC>(), a, x.ptr<T>(), x.dim(1), eps)));
   MLXB_CUDA_LAUNCHED("rms_scaled_rope_kv_write");
 }
