@@ -275,12 +275,20 @@ static __global__ void gated_halves_kernel(const T* __restrict__ h, T* __restric
 }
 
 // The same for 16-bit h and out with F % 8 == 0: a row per blockIdx.y, eight columns per thread
-// (16-byte loads and stores; no 64-bit division per element).
-template <Activation A, typename T>
-static __global__ void gated_halves_vec_kernel(const T* __restrict__ h, T* __restrict__ out, int64_t f) {
+// (16-byte loads and stores; no 64-bit division per element). kScaled (rms_scaled_gated_act): the
+// gate and up values are first multiplied by row r's 1 / rms of x [M, hd] (rms_norm's float32
+// sum, rms_row.cuh); otherwise x is not read.
+template <Activation A, typename T, bool kScaled>
+static __global__ void gated_halves_vec_kernel(const T* __restrict__ h, T* __restrict__ out, int64_t f, const T* __restrict__ x,
+                                               int64_t hd, float eps) {
   grid_dependents_may_launch();  // launched programmatically (common.cuh: programmatic_ops)
   grid_dependency_wait();
   const int64_t r = blockIdx.y, j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  float s = 1.0f;
+  if constexpr (kScaled) {
+    const T* xr = x + r * hd;
+    s = rms_inv_row([&](int64_t i) { return to_f32(xr[i]); }, hd, eps);
+  }
   if (j >= f) return;
   const uint4 gv = *reinterpret_cast<const uint4*>(h + r * 2 * f + j);
   const uint4 uv = *reinterpret_cast<const uint4*>(h + r * 2 * f + f + j);
@@ -289,7 +297,10 @@ static __global__ void gated_halves_vec_kernel(const T* __restrict__ h, T* __res
   uint4 ov;
   T* o = reinterpret_cast<T*>(&ov);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) o[i] = from_f32<T>(activate<A>(to_f32(g[i])) * to_f32(u[i]));
+  for (int i = 0; i < 8; ++i) {
+    if constexpr (kScaled) o[i] = from_f32<T>(activate<A>(s * to_f32(g[i])) * (s * to_f32(u[i])));
+    else o[i] = from_f32<T>(activate<A>(to_f32(g[i])) * to_f32(u[i]));
+  }
   *reinterpret_cast<uint4*>(out + r * f + j) = ov;
 }
 
@@ -298,33 +309,12 @@ static void launch_gated_halves(const T* h, T* out, int64_t m, int64_t f) {
   if constexpr (sizeof(T) == 2) {
     if (f % 8 == 0 && m <= 65535 && reinterpret_cast<uintptr_t>(h) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
       dim3 grid(static_cast<unsigned>(ceil_div(f / 8, 256)), static_cast<unsigned>(m));
-      launch_kernel(gated_halves_vec_kernel<A, T>, grid, dim3(256), 0, programmatic_ops("act"), h, out, f);
+      launch_kernel(gated_halves_vec_kernel<A, T, false>, grid, dim3(256), 0, programmatic_ops("act"), h, out, f, nullptr, int64_t{0},
+                    0.0f);
       return;
     }
   }
   gated_halves_kernel<A, T><<<grid_for(m * f), 256, 0, stream()>>>(h, out, m, f);
-}
-
-// rms_scaled_gated_act for 16-bit tensors with F % 8 == 0: as gated_halves_vec_kernel, the gate and
-// up values first scaled by row r's 1 / rms of x [M, H] (rms_norm's float32 sum, rms_row.cuh).
-template <Activation A, typename T>
-static __global__ void scaled_gated_halves_kernel(const T* __restrict__ h, const T* __restrict__ x, T* __restrict__ out, int64_t f,
-                                                  int64_t hd, float eps) {
-  grid_dependents_may_launch();  // launched programmatically (common.cuh: programmatic_ops)
-  grid_dependency_wait();
-  const int64_t r = blockIdx.y, j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
-  const T* xr = x + r * hd;
-  const float s = rms_inv_row([&](int64_t i) { return to_f32(xr[i]); }, hd, eps);
-  if (j >= f) return;
-  const uint4 gv = *reinterpret_cast<const uint4*>(h + r * 2 * f + j);
-  const uint4 uv = *reinterpret_cast<const uint4*>(h + r * 2 * f + f + j);
-  const T* g = reinterpret_cast<const T*>(&gv);
-  const T* u = reinterpret_cast<const T*>(&uv);
-  uint4 ov;
-  T* o = reinterpret_cast<T*>(&ov);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) o[i] = from_f32<T>(activate<A>(s * to_f32(g[i])) * (s * to_f32(u[i])));
-  *reinterpret_cast<uint4*>(out + r * f + j) = ov;
 }
 
 template <typename T>
@@ -332,11 +322,11 @@ static void launch_scaled_gated(const Tensor& h, const Tensor& x, float eps, Act
   const int64_t m = out.dim(0), f = out.dim(1);
   const dim3 grid(static_cast<unsigned>(ceil_div(f / 8, 256)), static_cast<unsigned>(m));
   const bool pdl = programmatic_ops("act");
-  auto go = [&](auto kernel) { launch_kernel(kernel, grid, dim3(256), 0, pdl, h.ptr<T>(), x.ptr<T>(), out.ptr<T>(), f, x.dim(1), eps); };
+  auto go = [&](auto kernel) { launch_kernel(kernel, grid, dim3(256), 0, pdl, h.ptr<T>(), out.ptr<T>(), f, x.ptr<T>(), x.dim(1), eps); };
   switch (act) {
-    case Activation::kSiLU: go(scaled_gated_halves_kernel<Activation::kSiLU, T>); break;
-    case Activation::kGeluExact: go(scaled_gated_halves_kernel<Activation::kGeluExact, T>); break;
-    case Activation::kGeluTanh: go(scaled_gated_halves_kernel<Activation::kGeluTanh, T>); break;
+    case Activation::kSiLU: go(gated_halves_vec_kernel<Activation::kSiLU, T, true>); break;
+    case Activation::kGeluExact: go(gated_halves_vec_kernel<Activation::kGeluExact, T, true>); break;
+    case Activation::kGeluTanh: go(gated_halves_vec_kernel<Activation::kGeluTanh, T, true>); break;
   }
 }
 
