@@ -484,6 +484,10 @@ export function opSuite(level: 'scalar' | 'avx2' | 'default'): void {
       await expect(native().runOp('rope', 'cpu', { x: f32(new Float32Array(8), [1, 1, 8]), positions: i32([0]), invFreq: f32(new Float32Array(3), [3]) }, { rotDim: 10 })).rejects.toBeInstanceOf(InvalidArgumentError);
       await expect(native().runOp('softcap', 'cpu', { x }, { cap: 0 })).rejects.toBeInstanceOf(InvalidArgumentError);
       await expect(native().runOp('gated_act', 'cpu', { gate: x, up: x }, { act: 'relu' })).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(native().runOp('rms_scaled_gated_act', 'cpu', { h: f32(new Float32Array(6), [2, 3]), x: f32(new Float32Array(4), [2, 2]) }))
+        .rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(native().runOp('matmul_accumulate', 'cpu', { x: f32(new Float32Array(6), [2, 3]), w: f32(new Float32Array(6), [2, 3]) }))
+        .rejects.toBeInstanceOf(InvalidArgumentError);
       await expect(native().runOp('nope' as 'add', 'cpu', { a: x, b: x })).rejects.toBeInstanceOf(InvalidArgumentError);
     });
   });

@@ -26,12 +26,12 @@ std::string fold_norms_unsupported(const std::vector<LayerWeights>& layers, cons
 
 namespace {
 
-// W [N, K] times diag(g): matmul(W, D) with D [K, K] = diag(g) gives W[n, k] * g[k].
+// W [N, K] times diag(g): matmul(W, D) with D [K, K] = diag(g) gives W[n, k] * g[k]. diag_host is
+// zero off the diagonal (fold_norms clears it once); only the diagonal is written here.
 Linear fold(const Linear& l, const Tensor& g, Tensor& diag_host) {
   const int64_t k = l.in;
   const DType dt = l.w.dtype();
   Tensor gh = g.to(Device::kCPU);
-  std::memset(diag_host.data(), 0, static_cast<size_t>(diag_host.nbytes()));
   Tensor gc = Tensor::empty({k}, dt, Device::kCPU);
   gc.copy_from(gh);  // g in the weight's dtype (norm weights are stored in it)
   const size_t es = dtype_size(dt);
@@ -53,6 +53,7 @@ std::vector<FoldedLayer> fold_norms(const std::vector<LayerWeights>& layers) {
   if (layers.empty()) return out;
   const Linear& first = layers[0].attn.qkv;
   Tensor diag_host = Tensor::empty({first.in, first.in}, first.w.dtype(), Device::kCPU);
+  std::memset(diag_host.data(), 0, static_cast<size_t>(diag_host.nbytes()));
   out.reserve(layers.size());
   for (const LayerWeights& w : layers) {
     FoldedLayer f;

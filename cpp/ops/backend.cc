@@ -207,14 +207,13 @@ void Backend::rms_scaled_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, co
   if (q.ndim() != 3 || k.ndim() != 3 || v.ndim() != 3 || k.dim(0) != q.dim(0) || v.dim(0) != q.dim(0) || x.ndim() != 2 || x.dim(0) != q.dim(0))
     fail(ErrorCode::kInvalidArgument, std::string(op) + ": q, k, v [T, H, D] and x [T, H] must have the same rows");
   const std::vector<float> s = row_inv_rms(op, x, eps);
-  Tensor vs = Tensor::empty(v.shape(), v.dtype(), Device::kCPU);  // v itself stays as it is
+  Tensor vs = Tensor::empty(v.shape(), v.dtype(), Device::kCPU);  // the scaled copy of v (v itself stays as it is)
   const int64_t vw = v.dim(1) * v.dim(2);
   if (v.stride(2) != 1 || v.stride(1) != v.dim(2)) fail(ErrorCode::kInvalidArgument, std::string(op) + ": v's heads must be contiguous");
   for (int64_t r = 0; r < v.dim(0); ++r)
-    for (int64_t i = 0; i < vw; ++i) host_set(vs, r * vw + i, host_get(v, r * v.stride(0) + i));
+    for (int64_t i = 0; i < vw; ++i) host_set(vs, r * vw + i, host_get(v, r * v.stride(0) + i) * s[static_cast<size_t>(r)]);
   scale_rows(q, s);
   scale_rows(k, s);
-  scale_rows(vs, s);
   rope_kv_write(q, k, vs, positions, args, slots, k_cache, v_cache);
 }
 
