@@ -15,10 +15,17 @@ std::string fold_norms_unsupported(const std::vector<LayerWeights>& layers, cons
   if (device != Device::kCUDA) return "only CUDA models fold their norms";
   if (act != DType::BF16 && act != DType::F16) return "the activations are not 16-bit";
   if (spec.sandwich_norms || spec.norm_add_one || spec.qk_norm) return "the family's norms do not fold (sandwich, (1 + w) or q/k norms)";
-  auto dense = [act](const Linear& l) { return l.w.defined() && !l.quantized() && !l.bias.defined() && l.w.dtype() == act; };
+  // Why a projection does not fold, or "" when it does.
+  auto why = [act](const Linear& l) -> std::string {
+    if (!l.w.defined()) return "unfused projections (no fused q/k/v or gate/up weight)";
+    if (l.quantized()) return "quantized projections";
+    if (l.bias.defined()) return "projection biases";
+    if (l.w.dtype() != act) return std::string("weights in ") + dtype_name(l.w.dtype()) + ", activations in " + dtype_name(act);
+    return "";
+  };
   for (const LayerWeights& w : layers) {
-    if (!dense(w.attn.qkv) || !dense(w.mlp.gate_up) || !dense(w.attn.o) || !dense(w.mlp.down))
-      return "a layer has quantized, biased or unfused projections";
+    for (const Linear* l : {&w.attn.qkv, &w.mlp.gate_up, &w.attn.o, &w.mlp.down})
+      if (std::string r = why(*l); !r.empty()) return "a layer has " + r;
     if (!w.input_norm.defined() || !w.post_attn_norm.defined()) return "a layer lacks its norm weights";
   }
   return "";
