@@ -28,8 +28,11 @@ units=("u640:MLXB_PAGED_SPLIT_KEYS=640")
 for u in ${TARGET_UNITS-384 256}; do units+=("u$u:MLXB_PAGED_SPLIT_KEYS=$u"); done
 for v in ${TARGET_VARIANTS-}; do units+=("$v"); done
 wait_for ck-8b && serve_ab 8b "${TARGET_ROUNDS:-2}" "${TARGET_SERVE_LIMIT:-150}" 'aggregate|TTFT' "${units[@]}" -- "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
-wait_for ck-8b && decode 8b_p512 "$ck/ck-8b" 512
-wait_for ck-1b && { decode 1b_p512 "$ck/ck-1b" 512; decode 1b_p16 "$ck/ck-1b" 16; }
+# TARGET_DECODE=0 leaves the single-stream decode rows out (on a card where they do not count).
+if [[ ${TARGET_DECODE:-1} != 0 ]]; then
+  wait_for ck-8b && decode 8b_p512 "$ck/ck-8b" 512
+  wait_for ck-1b && { decode 1b_p512 "$ck/ck-1b" 512; decode 1b_p16 "$ck/ck-1b" 16; }
+fi
 # The one-row decode attention's keys per split (MLXB_ATTN_SPLIT_KEYS; default: blocks for twice
 # the SMs, at least 32 keys each), after 512 prompt tokens: TARGET_ATTN_KEYS, default "64 128".
 for n in ${TARGET_ATTN_KEYS-64 128}; do
