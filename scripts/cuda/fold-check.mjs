@@ -3,7 +3,9 @@
 // engine requests with logprobs through both and prints how many requests agree token for token,
 // where the others first differ, and the largest difference of the chosen token's logprob over
 // the steps where both still agree; then the same for the unfolded model run at N / 4 rows per
-// step (the bf16 noise floor of a legitimate reordering). Prompts are fixed pseudo-random ids.
+// step (the bf16 noise floor of a legitimate reordering). It fails when the fold's mean logprob
+// difference exceeds the larger of twice the floor's and 0.02, or any exceeds 0.25. Prompts are
+// fixed pseudo-random ids.
 //   node scripts/cuda/fold-check.mjs --device cuda DIR.. [--n 32] [--gen 32]
 import { parseArgs } from 'node:util';
 
@@ -53,10 +55,14 @@ for (const dir of positionals) {
   // shapes (and kernels) round the same products differently.
   const other = await run(dir, false, prompts, Math.max(1, N >> 2));
   const f = compare(base.res, fold.res), o = compare(base.res, other.res);
-  const ok = Number.isFinite(f.maxd) && f.maxd < 0.25 && f.same >= N / 2;
+  // Random weights give flat logits, so greedy tokens part after a few steps under any change of
+  // rounding (the floor below shows it); what must hold is that the fold's logprob error per
+  // step stays at bf16 rounding size: a mean within the larger of twice the floor's and 0.02.
+  const bound = Math.max(2 * o.mean, 0.02);
+  const ok = Number.isFinite(f.maxd) && f.maxd < 0.25 && f.mean <= bound;
   if (!ok) ++failed;
   console.log(`${dir}: folded == unfolded ${f.same}/${N} requests (others first differ at steps ${JSON.stringify(f.firsts.slice(0, 12))}), ` +
-    `max |logprob difference| on agreeing steps ${f.maxd.toFixed(4)} (mean ${f.mean.toFixed(5)}); ${base.ms.toFixed(0)} / ${fold.ms.toFixed(0)} ms ${ok ? 'OK' : 'FAIL'}`);
+    `max |logprob difference| on agreeing steps ${f.maxd.toFixed(4)} (mean ${f.mean.toFixed(5)}, bound ${bound.toFixed(5)}); ${base.ms.toFixed(0)} / ${fold.ms.toFixed(0)} ms ${ok ? 'OK' : 'FAIL'}`);
   console.log(`${dir}: noise floor, unfolded at ${Math.max(1, N >> 2)} rows per step == at ${N}: ${o.same}/${N} (first differ at ${JSON.stringify(o.firsts.slice(0, 12))}), ` +
     `max |logprob difference| ${o.maxd.toFixed(4)} (mean ${o.mean.toFixed(5)})`);
 }
