@@ -53,7 +53,8 @@ for (const dir of positionals) {
   const fold = await run(dir, true, prompts);
   // The noise floor: the unfolded model again with at most N / 4 rows per step, so other GEMM
   // shapes (and kernels) round the same products differently.
-  const other = await run(dir, false, prompts, Math.max(1, N >> 2));
+  const fewer = Math.max(1, N >> 2);
+  const other = await run(dir, false, prompts, fewer);
   const f = compare(base.res, fold.res), o = compare(base.res, other.res);
   // Random weights give flat logits, so greedy tokens part after a few steps under any change of
   // rounding (the floor below shows it); what must hold is that the fold's logprob error per
@@ -63,7 +64,7 @@ for (const dir of positionals) {
   if (!ok) ++failed;
   console.log(`${dir}: folded == unfolded ${f.same}/${N} requests (others first differ at steps ${JSON.stringify(f.firsts.slice(0, 12))}), ` +
     `max |logprob difference| on agreeing steps ${f.maxd.toFixed(4)} (mean ${f.mean.toFixed(5)}, bound ${bound.toFixed(5)}); ${base.ms.toFixed(0)} / ${fold.ms.toFixed(0)} ms ${ok ? 'OK' : 'FAIL'}`);
-  console.log(`${dir}: noise floor, unfolded at ${Math.max(1, N >> 2)} rows per step == at ${N}: ${o.same}/${N} (first differ at ${JSON.stringify(o.firsts.slice(0, 12))}), ` +
+  console.log(`${dir}: noise floor, unfolded at ${fewer} rows per step == at ${N}: ${o.same}/${N} (first differ at ${JSON.stringify(o.firsts.slice(0, 12))}), ` +
     `max |logprob difference| ${o.maxd.toFixed(4)} (mean ${o.mean.toFixed(5)})`);
 }
 

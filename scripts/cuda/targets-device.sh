@@ -24,10 +24,10 @@ decode() {  # NAME DIR PROMPT [VAR=VALUE..]
 # TARGET_RUNOP=1: the GPU runOp cases (every op against its CPU form) before any figure.
 [[ -n ${TARGET_RUNOP:-} ]] && step runop 120 'passed|failed|FAIL|Error' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run test/cuda-runop.test.ts
 # Issue 6's row first (the card that comes is not always an H200, so the rest is by priority).
-units=("u640:MLXB_PAGED_SPLIT_KEYS=640")
-for u in ${TARGET_UNITS-384 256}; do units+=("u$u:MLXB_PAGED_SPLIT_KEYS=$u"); done
-for v in ${TARGET_VARIANTS-}; do units+=("$v"); done
-wait_for ck-8b && serve_ab 8b "${TARGET_ROUNDS:-2}" "${TARGET_SERVE_LIMIT:-150}" 'aggregate|TTFT' "${units[@]}" -- "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
+variants=("u640:MLXB_PAGED_SPLIT_KEYS=640")
+for u in ${TARGET_UNITS-384 256}; do variants+=("u$u:MLXB_PAGED_SPLIT_KEYS=$u"); done
+for v in ${TARGET_VARIANTS-}; do variants+=("$v"); done
+wait_for ck-8b && serve_ab 8b "${TARGET_ROUNDS:-2}" "${TARGET_SERVE_LIMIT:-150}" 'aggregate|TTFT' "${variants[@]}" -- "${serve32[@]}" --model "$ck/ck-8b" --kv-gb 8
 # TARGET_DECODE=0 leaves the single-stream decode rows out (on a card where they do not count).
 if [[ ${TARGET_DECODE:-1} != 0 ]]; then
   wait_for ck-8b && decode 8b_p512 "$ck/ck-8b" 512
