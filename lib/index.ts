@@ -5,7 +5,9 @@
 export * from './errors.js';
 export { loadModel, Model } from './models/index.js';
 export type { LoadModelOptions, LoadProgress, ModelConfig, ModelDevice, ModelDtype } from './models/index.js';
-export { forwardSequence, greedyTokens } from './scoring/index.js';
+export { forwardSequence, greedyTokens, hiddenStates } from './scoring/index.js';
+export { embed, embedMany, loadEmbeddingProfile, withInstruction } from './embeddings/index.js';
+export type { Embedding, EmbeddingInput, EmbeddingProfile, EmbeddingTarget, EmbedOptions, Pooling } from './embeddings/index.js';
 export { Session } from './state/index.js';
 export type { SessionOptions } from './state/index.js';
 export { loadTokenizer, ChatTemplate, StreamingDetokenizer, type ChatMessage } from './input/index.js';

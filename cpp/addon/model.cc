@@ -1,5 +1,5 @@
 // JS classes of the models area: `loadModel(dir, options, onProgress?)` -> `NativeModel`
-// (config, forward on a fresh cache, greedy decoding, sessions, dispose; it also carries the
+// (config, forward and pooled hidden states on a fresh cache, greedy decoding, sessions, dispose; it also carries the
 // model for other areas through attach_model) and `NativeSession`
 // (one sequence's caches for the incremental path: forward, reset, dispose). Loading and every
 // forward run on worker threads; ids are copied off the JS heap before the work starts.
@@ -194,7 +194,8 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
     Napi::Function f = DefineClass(
         env, "NativeModel",
         {InstanceMethod("config", &NativeModel::config), InstanceMethod("info", &NativeModel::info),
-         InstanceMethod("forward", &NativeModel::forward), InstanceMethod("greedy", &NativeModel::greedy),
+         InstanceMethod("forward", &NativeModel::forward), InstanceMethod("hidden", &NativeModel::hidden),
+         InstanceMethod("greedy", &NativeModel::greedy),
          InstanceMethod("createSession", &NativeModel::create_session), InstanceMethod("dispose", &NativeModel::dispose)});
     ctor = new Napi::FunctionReference(Napi::Persistent(f));
   }
@@ -239,6 +240,36 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
             CacheSet caches = model->make_caches(t);
             out->resize(static_cast<size_t>((all_rows ? t : 1) * model->config().vocab_size));
             model->forward(ids.data(), t, caches, out->data(), all_rows);
+          },
+          [out](Napi::Env e) -> Napi::Value { return to_js(e, *out); });
+    });
+  }
+
+  // Final hidden states of `ids` on a fresh cache, pooled: 'last' -> [hidden] (the last token's),
+  // 'mean' -> [hidden] (the average over the tokens, summed in double), 'none' -> [T, hidden].
+  Napi::Value hidden(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+      std::vector<int32_t> ids = read_ids(info[0], "ids");
+      const std::string pooling = info.Length() > 1 && info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+      if (pooling != "last" && pooling != "mean" && pooling != "none")
+        bad_arg("pooling", "must be 'last', 'mean' or 'none'");
+      std::shared_ptr<Model> model = slot_->get();
+      auto out = std::make_shared<std::vector<float>>();
+      return run_async(
+          env,
+          [model, ids = std::move(ids), pooling, out]() {
+            const int64_t t = static_cast<int64_t>(ids.size()), h = model->config().hidden_size;
+            const bool all_rows = pooling != "last";
+            CacheSet caches = model->make_caches(t);
+            out->resize(static_cast<size_t>((all_rows ? t : 1) * h));
+            model->forward_hidden(ids.data(), t, caches, out->data(), all_rows);
+            if (pooling != "mean") return;
+            std::vector<double> sum(static_cast<size_t>(h), 0.0);
+            for (int64_t r = 0; r < t; ++r)
+              for (int64_t j = 0; j < h; ++j) sum[static_cast<size_t>(j)] += (*out)[static_cast<size_t>(r * h + j)];
+            out->resize(static_cast<size_t>(h));
+            for (int64_t j = 0; j < h; ++j) (*out)[static_cast<size_t>(j)] = static_cast<float>(sum[static_cast<size_t>(j)] / static_cast<double>(t));
           },
           [out](Napi::Env e) -> Napi::Value { return to_js(e, *out); });
     });

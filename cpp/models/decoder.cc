@@ -110,7 +110,14 @@ class Decoder final : public Model {
     if (t == 1 && graph_step(ids[0], start, caches, logits, nullptr)) return;
     StepInputs step = prepare(start, t);
     Tensor out = compute(upload_ids(ids, t), step, caches, all_rows);
-    copy_logits(out, logits);
+    copy_f32(out, logits);
+  }
+
+  void forward_hidden(const int32_t* ids, int64_t t, CacheSet& caches, float* hidden, bool all_rows) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t start = check_inputs(ids, t, caches);
+    StepInputs step = prepare(start, t);
+    copy_f32(compute_hidden(upload_ids(ids, t), step, caches, all_rows), hidden);
   }
 
   int32_t forward_argmax(const int32_t* ids, int64_t t, CacheSet& caches) override {
@@ -216,6 +223,15 @@ class Decoder final : public Model {
 
   // The graph: logits [t or 1, vocab] in the activation dtype on the model's device.
   Tensor compute(const Tensor& ids_dev, const StepInputs& step, CacheSet& caches, bool all_rows) {
+    Tensor fin = compute_hidden(ids_dev, step, caches, all_rows);
+    Tensor out = Tensor::empty({fin.dim(0), cfg_.vocab_size}, act_, device_);
+    linear(fin, lm_head_, out);
+    if (spec_.final_softcap > 0.0f) ops::softcap(out, spec_.final_softcap);
+    return out;
+  }
+
+  // The layers and the final norm: hidden states [t or 1, hidden] in the activation dtype.
+  Tensor compute_hidden(const Tensor& ids_dev, const StepInputs& step, CacheSet& caches, bool all_rows) {
     const int64_t t = step.t, h = cfg_.hidden_size;
     Tensor x = Tensor::empty({t, h}, act_, device_);
     if (embed_.quantized()) ops::qembedding(embed_.q, ids_dev, embed_scale(), x);
@@ -245,10 +261,7 @@ class Decoder final : public Model {
       if (pending) ops::add(x, branch, x);
       ops::rms_norm(all_rows ? x : x.slice_rows(t - 1, t), final_norm_, eps, one, fin);
     }
-    Tensor out = Tensor::empty({rows, cfg_.vocab_size}, act_, device_);
-    linear(fin, lm_head_, out);
-    if (spec_.final_softcap > 0.0f) ops::softcap(out, spec_.final_softcap);
-    return out;
+    return fin;
   }
 
   // The inputs a recorded step at `start` is captured with; false when it must run eagerly.
@@ -421,7 +434,8 @@ class Decoder final : public Model {
     return s;
   }
 
-  void copy_logits(const Tensor& out, float* dst) const {
+  // A device tensor's values as float32 in host memory `dst`.
+  void copy_f32(const Tensor& out, float* dst) const {
     Tensor f = out;
     if (out.dtype() != DType::F32) {
       f = Tensor::empty(out.shape(), DType::F32, device_);

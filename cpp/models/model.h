@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 #include "io/config.h"
 #include "kv/cache.h"
@@ -49,6 +50,18 @@ class Model {
   // Writes float32 logits to host memory `logits`: [t, vocab] when all_rows, else [1, vocab] for
   // the last token only.
   virtual void forward(const int32_t* ids, int64_t t, CacheSet& caches, float* logits, bool all_rows) = 0;
+
+  // Final hidden states (after the final norm, before the LM head) of `t` tokens run as
+  // forward() runs them: float32 [t, hidden] when all_rows, else [1, hidden] for the last token.
+  // What pooled embeddings are made of. The default (a model without such an output) throws.
+  virtual void forward_hidden(const int32_t* ids, int64_t t, CacheSet& caches, float* hidden, bool all_rows) {
+    (void)ids;
+    (void)t;
+    (void)caches;
+    (void)hidden;
+    (void)all_rows;
+    fail(ErrorCode::kUnsupported, "this model has no hidden-state output");
+  }
 
   // Greedy step: as forward() with all_rows = false, but returns only the index of the first
   // maximum of the last row's logits (a device model computes it where the logits are and copies

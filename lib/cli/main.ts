@@ -12,6 +12,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   generate: { summary: 'generate text from a prompt (chat template applied)', load: () => import('./commands/generate.js') },
   chat: { summary: 'interactive chat with history', load: () => import('./commands/chat.js') },
   bench: { summary: 'prefill and decode tokens/s', load: () => import('./commands/bench.js') },
+  embed: { summary: 'pooled embeddings of texts, one JSON line each', load: () => import('./commands/embed.js') },
   info: { summary: 'what a checkpoint is: family, parameters, dtype, size', load: () => import('./commands/info.js') },
   quantize: { summary: 'write an MLX affine-quantized checkpoint', load: () => import('./commands/quantize.js') },
   serve: { summary: 'OpenAI-compatible HTTP server with continuous batching', load: () => import('./commands/serve.js') },

@@ -55,6 +55,12 @@ export class Tokenizer {
   readonly controlTokens: ReadonlyMap<string, number>;
   /** tokenizer_config.json as read (empty object when absent). */
   readonly config: Readonly<JsonObject>;
+  /**
+   * Ids tokenizer.json's post-processor puts after a single sequence (transformers'
+   * `add_special_tokens=True`), e.g. the terminator an embedding model pools at. encode() adds
+   * them only where they are the EOS tokenizer_config asks for; embeddings append them.
+   */
+  readonly sequenceSuffix: readonly number[];
 
   readonly #json: JsonObject;
   readonly #full: HfTokenizer;
@@ -99,6 +105,18 @@ export class Tokenizer {
     const postEos = this.eosToken !== undefined && post.length > (postBos ? 1 : 0) && post[post.length - 1] === this.eosToken.id;
     this.#addBos = this.bosToken !== undefined && (typeof config.add_bos_token === 'boolean' ? config.add_bos_token : postBos);
     this.#addEos = this.eosToken !== undefined && (typeof config.add_eos_token === 'boolean' ? config.add_eos_token : postEos);
+    this.sequenceSuffix = Object.freeze(this.#postSuffix());
+  }
+
+  // What the post-processor appends: encode a probe with and without it and take what follows
+  // the plain ids inside the processed ones.
+  #postSuffix(): number[] {
+    const plain: number[] = Array.from(this.#full.encode('a', { add_special_tokens: false }).ids);
+    const full: number[] = Array.from(this.#full.encode('a', { add_special_tokens: true }).ids);
+    for (let at = 0; at + plain.length <= full.length; at++) {
+      if (plain.every((id, i) => full[at + i] === id)) return full.slice(at + plain.length);
+    }
+    return [];
   }
 
   /** Number of ids the tokenizer can produce (base vocabulary plus added tokens). */

@@ -1,5 +1,6 @@
 /**
- * @mlx-bun/inference/scoring — logits of whole sequences and greedy decoding on a loaded model.
+ * @mlx-bun/inference/scoring — logits and final hidden states of whole sequences, and greedy
+ * decoding, on a loaded model.
  */
 import { InvalidArgumentError } from '../errors.js';
 import { toTokenIds } from '../models/ids.js';
@@ -13,6 +14,17 @@ export async function forwardSequence(model: Model, ids: Int32Array | number[]):
   const h = nativeModel(model);
   const x = toTokenIds(ids, model.config.vocabSize);
   return h.forward(x, true);
+}
+
+/**
+ * Float32 final hidden states (after the final norm, before the LM head) for every position of
+ * `ids`, row-major [T, hiddenSize]: row t times the LM head's weights gives forwardSequence's row t
+ * (before any final soft-cap).
+ */
+export async function hiddenStates(model: Model, ids: Int32Array | number[]): Promise<Float32Array> {
+  const h = nativeModel(model);
+  const x = toTokenIds(ids, model.config.vocabSize);
+  return h.hidden(x, 'none');
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * OpenAI-compatible HTTP server on node:http, built only on the package's public API: an
- * InferenceEngine serves /v1/chat/completions and /v1/completions (JSON or SSE), plus /v1/models
- * and /health. Binds 127.0.0.1 unless told otherwise; any other address needs an API key
+ * InferenceEngine serves /v1/chat/completions and /v1/completions (JSON or SSE), plus /v1/models,
+ * /health and, when given an embedding service, /v1/embeddings. Binds 127.0.0.1 unless told otherwise; any other address needs an API key
  * (Bearer, constant-time compare, every route but /health). A client that disconnects aborts its
  * request (the engine drops the row at its next step); close() drains: stop accepting, let
  * running requests finish, close the engine.
@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { InvalidArgumentError } from '../errors.js';
 import type { InferenceEngine } from '../execution/index.js';
 import type { GenerationEvent, GenerationTarget } from '../generation/index.js';
+import { noEmbeddings, parseEmbeddingRequest, runEmbeddings, type EmbeddingService } from './embeddings.js';
 import { HttpError, invalid, toHttpError } from './errors.js';
 import { parseChatRequest, parseCompletionRequest, type ParsedRequest } from './requests.js';
 import { chatLogprobs, completionLogprobs, finishReason, usage } from './responses.js';
@@ -23,6 +24,8 @@ export interface ServerOptions {
   model: GenerationTarget;
   /** The id clients pass as `model` and /v1/models lists. */
   modelId: string;
+  /** Serves /v1/embeddings (the same model id); without it that route is a 404. */
+  embeddings?: EmbeddingService;
   /** Default 127.0.0.1. Any other address requires apiKey. */
   host?: string;
   /** Default 8080; 0 picks a free port. */
@@ -177,6 +180,29 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
     }
   };
 
+  const embeddingsFor = async (req: IncomingMessage, res: ServerResponse) => {
+    const ac = new AbortController();
+    const onClose = () => { if (!res.writableFinished) ac.abort(); };
+    res.on('close', onClose);
+    active.add(ac);
+    try {
+      if (!o.embeddings) throw noEmbeddings();
+      const r = parseEmbeddingRequest(await readBody(req, maxBody));
+      if (r.model !== o.modelId) {
+        throw new HttpError(404, `the model '${r.model}' does not exist; this server serves '${o.modelId}'`, 'invalid_request_error', 'model', 'model_not_found');
+      }
+      if (draining) throw new HttpError(503, 'the server is shutting down', 'server_error', null, 'shutting_down');
+      const body = await runEmbeddings(o.embeddings, o.modelId, r, ac.signal);
+      if (!ac.signal.aborted) sendJson(res, 200, body);
+    } catch (e) {
+      if (!ac.signal.aborted) sendError(res, toHttpError(e, 'prompt'));
+      else if (!res.writableEnded) res.end();
+    } finally {
+      active.delete(ac);
+      res.off('close', onClose);
+    }
+  };
+
   const jsonResponse = async (kind: 'chat' | 'completion', id: string, p: ParsedRequest, gen: AsyncIterable<GenerationEvent> & { result: Promise<import('../generation/index.js').GenerationResult> }, res: ServerResponse) => {
     const events: GenerationEvent[] = [];
     for await (const e of gen) if (p.logprobs) events.push(e);
@@ -257,6 +283,10 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
       if (path === '/v1/chat/completions' || path === '/v1/completions') {
         if (req.method !== 'POST') throw new HttpError(405, `${req.method} is not allowed on ${path}`, 'invalid_request_error');
         return await generateFor(path === '/v1/chat/completions' ? 'chat' : 'completion', req, res);
+      }
+      if (path === '/v1/embeddings') {
+        if (req.method !== 'POST') throw new HttpError(405, `${req.method} is not allowed on ${path}`, 'invalid_request_error');
+        return await embeddingsFor(req, res);
       }
       throw new HttpError(404, `no route ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
     } catch (e) {

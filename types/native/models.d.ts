@@ -45,6 +45,12 @@ export interface NativeModel {
   info(): NativeModelInfo;
   /** Logits of `ids` on a fresh cache: [T, vocab] when allRows, else [1, vocab]. */
   forward(ids: Int32Array, allRows: boolean): Promise<Float32Array>;
+  /**
+   * Final hidden states of `ids` (after the final norm, before the LM head) on a fresh cache:
+   * 'last' -> [hidden] of the last token, 'mean' -> [hidden] averaged over the tokens, 'none' ->
+   * [T, hidden] row-major.
+   */
+  hidden(ids: Int32Array, pooling: 'last' | 'mean' | 'none'): Promise<Float32Array>;
   /** Greedy continuation: prefill, then one token at a time on the same caches; n tokens. */
   greedy(ids: Int32Array, n: number): Promise<Int32Array>;
   /** A session whose caches hold at most maxTokens tokens. */

@@ -6,6 +6,7 @@
  */
 import { basename, resolve } from 'node:path';
 
+import { loadEmbeddingProfile } from '../../embeddings/index.js';
 import { createInferenceEngine } from '../../execution/index.js';
 import { createServer } from '../../server/index.js';
 import { num, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
@@ -13,7 +14,8 @@ import { loadModel, MODEL_FLAGS, MODEL_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun serve -m <checkpoint-dir> [options]
 
-Serves /v1/chat/completions, /v1/completions, /v1/models and /health (OpenAI-compatible).
+Serves /v1/chat/completions, /v1/completions, /v1/models and /health (OpenAI-compatible), and
+/v1/embeddings with --embeddings or when the checkpoint has sentence-transformers files.
 
 ${MODEL_HELP}
 server:
@@ -21,6 +23,7 @@ server:
       --port N                  (default 8080)
       --api-key KEY             required as "Authorization: Bearer KEY" (or env MLXB_API_KEY)
       --model-id ID             the model name clients send (default: the directory name)
+      --embeddings              serve /v1/embeddings (pooling and normalisation as \`mlx-bun embed\`)
 engine:
       --max-rows N              requests advanced together per step (default 16)
       --max-queue N             waiting requests before 429 (default 256)
@@ -36,7 +39,8 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
         ...MODEL_FLAGS, host: { type: 'string' }, port: { type: 'string' }, 'api-key': { type: 'string' },
         'model-id': { type: 'string' }, 'max-rows': { type: 'string' }, 'max-queue': { type: 'string' },
         'max-context': { type: 'string' }, 'kv-bytes': { type: 'string' }, 'block-size': { type: 'string' },
-        'prefill-chunk': { type: 'string' }, 'no-prefix-cache': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+        'prefill-chunk': { type: 'string' }, 'no-prefix-cache': { type: 'boolean' }, embeddings: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
       },
   }, ['model']);
   if (typeof parsed === 'number') return parsed;
@@ -44,6 +48,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
   const modelDir = values.model!;
   try {
     const dir = resolve(modelDir);
+    const profile = await loadEmbeddingProfile(dir);
     const model = await loadModel(io, dir, values);
     const engine = createInferenceEngine(model, {
       maxRows: num(values['max-rows']),
@@ -57,6 +62,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
     const modelId = values['model-id'] ?? basename(dir);
     const server = await createServer({
       engine, model, modelId,
+      ...(values.embeddings || profile.pooling !== undefined ? { embeddings: { target: model, profile } } : {}),
       host: values.host ?? '127.0.0.1',
       port: num(values.port) ?? 8080,
       apiKey: values['api-key'] ?? process.env.MLXB_API_KEY,
