@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 
 import { InvalidFileError, UnsupportedError } from '../errors.js';
-import { assertDirectory, readOptionalJson, readOptionalText, type JsonObject } from '../input/files.js';
+import { assertDirectory, readOptionalJson, readOptionalJsonValue, type JsonObject } from '../input/files.js';
 import type { Pooling } from './embed.js';
 
 export interface EmbeddingProfile {
@@ -75,15 +75,8 @@ export async function loadEmbeddingProfile(dir: string): Promise<EmbeddingProfil
 }
 
 async function readOptionalJsonArray(dir: string, name: string): Promise<JsonObject[] | undefined> {
-  // modules.json is a JSON array (readOptionalJson wants an object).
-  const text = await readOptionalText(dir, name);
-  if (text === undefined) return undefined;
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch (e) {
-    throw new InvalidFileError(`${join(dir, name)}: invalid JSON (${(e as Error).message})`, name);
-  }
+  const v = await readOptionalJsonValue(dir, name);
+  if (v === undefined) return undefined;
   if (!Array.isArray(v) || !v.every((m) => typeof m === 'object' && m !== null && !Array.isArray(m)))
     throw new InvalidFileError(`${join(dir, name)}: expected an array of module objects`, name);
   return v as JsonObject[];

@@ -32,16 +32,21 @@ export async function readOptionalText(dir: string, name: string): Promise<strin
   }
 }
 
-/** Parses `dir/name` as a JSON object, or undefined when the file does not exist. */
-export async function readOptionalJson(dir: string, name: string): Promise<JsonObject | undefined> {
+/** Parses `dir/name` as JSON (any value), or undefined when the file does not exist. */
+export async function readOptionalJsonValue(dir: string, name: string): Promise<unknown> {
   const text = await readOptionalText(dir, name);
   if (text === undefined) return undefined;
-  let v: unknown;
   try {
-    v = JSON.parse(text);
+    return JSON.parse(text) as unknown;
   } catch (e) {
     throw new InvalidFileError(`${join(dir, name)}: invalid JSON (${(e as Error).message})`, name);
   }
+}
+
+/** Parses `dir/name` as a JSON object, or undefined when the file does not exist. */
+export async function readOptionalJson(dir: string, name: string): Promise<JsonObject | undefined> {
+  const v = await readOptionalJsonValue(dir, name);
+  if (v === undefined) return undefined;
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new InvalidFileError(`${join(dir, name)}: expected a JSON object`, name);
   return v as JsonObject;
 }
