@@ -85,7 +85,8 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
   static void init(Napi::Env env) {
     Napi::Function f = DefineClass(env, "NativeSession",
                                    {InstanceMethod("forward", &NativeSession::forward), InstanceMethod("length", &NativeSession::length),
-                                    InstanceMethod("reset", &NativeSession::reset), InstanceMethod("dispose", &NativeSession::dispose)});
+                                    InstanceMethod("reset", &NativeSession::reset), InstanceMethod("truncate", &NativeSession::truncate),
+                                    InstanceMethod("dispose", &NativeSession::dispose)});
     ctor = new Napi::FunctionReference(Napi::Persistent(f));
   }
   explicit NativeSession(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeSession>(info) {}
@@ -167,6 +168,24 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
       std::lock_guard<std::mutex> lock(st->mu);
       SessionState& s = usable();
       for (auto& c : s.caches) c->reset();
+      return env.Undefined();
+    });
+  }
+
+  // Keeps the first `length` tokens (0 <= length <= length()); every layer's cache is checked
+  // first, so a cache that cannot (a sliding window) leaves the session as it was.
+  Napi::Value truncate(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+      std::shared_ptr<SessionState> st = bound();
+      std::lock_guard<std::mutex> lock(st->mu);
+      SessionState& s = usable();
+      const int64_t len = s.caches.empty() ? 0 : s.caches[0]->length();
+      const int64_t to = read_count(info[0], "length", 0, len);
+      for (const auto& c : s.caches)
+        if (!c->can_truncate(to))
+          fail(ErrorCode::kUnsupported, "this model's KV cache cannot be truncated (sliding-window layers keep only their window)", "session");
+      for (auto& c : s.caches) c->truncate(to);
       return env.Undefined();
     });
   }

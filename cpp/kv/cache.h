@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace mlxb {
@@ -27,6 +28,13 @@ class LayerCache {
   virtual int64_t length() const = 0;   // tokens seen so far (next position)
   virtual int64_t bytes() const = 0;    // memory held
   virtual void reset() = 0;
+  // Whether truncate(length) would succeed: length <= length(), and this storage still holds what
+  // attention at position `length` reads (a rotating cache may have overwritten it; the default
+  // says no).
+  virtual bool can_truncate(int64_t length) const { (void)length; return false; }
+  // Forgets every token at position >= length (speculative decoding's rollback). Only after
+  // can_truncate(length) said yes.
+  virtual void truncate(int64_t length) { (void)length; fail(ErrorCode::kUnsupported, "this KV cache cannot be truncated"); }
 
   // --- captured decode steps (models/decode_graph.h). Optional; the defaults opt out.
   // The whole buffers a recorded step writes and reads: k/v [Hkv, capacity, D]; position p goes

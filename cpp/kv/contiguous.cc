@@ -59,6 +59,11 @@ class ContiguousCache final : public LayerCache {
   int64_t length() const override { return length_; }
   int64_t bytes() const override { return buf_.bytes() + (positions_.defined() ? positions_.nbytes() : 0); }
   void reset() override { length_ = 0; }
+  bool can_truncate(int64_t length) const override { return length >= 0 && length <= length_; }
+  void truncate(int64_t length) override {
+    if (!can_truncate(length)) fail(ErrorCode::kInvalidArgument, "kv cache: cannot truncate to " + std::to_string(length) + " tokens");
+    length_ = length;
+  }
 
  private:
   void grow(int64_t need) {

@@ -11,3 +11,4 @@ export { GENERATE_OPTION_NAMES, MAX_TOKENS_LIMIT, resolveGenerateOptions, type G
 export { loadGenerationConfig, parseGenerationConfig, type GenerationConfig } from './config.js';
 export { StopStringFilter } from './stop.js';
 export { LanguageModel, loadLanguageModel, type LoadLanguageModelOptions } from './language_model.js';
+export { speculativeGenerate, type SpeculativeOptions, type SpeculativeStats, type SpeculativeTarget } from './speculative.js';

@@ -52,6 +52,17 @@ export class Session implements Disposable {
     return h.forward(x, options.allRows === true);
   }
 
+  /**
+   * Keeps the first `length` tokens and forgets the rest (e.g. draft tokens a target model
+   * rejected). UnsupportedError for models with sliding-window layers (the session is unchanged).
+   */
+  truncate(length: number): void {
+    const h = this.#handle();
+    if (typeof length !== 'number' || !Number.isInteger(length) || length < 0 || length > h.length())
+      throw new InvalidArgumentError(`length must be an integer in [0, ${h.length()}]`, 'length');
+    h.truncate(length);
+  }
+
   /** Forgets every token (keeps the memory). */
   reset(): void {
     this.#handle().reset();

@@ -37,6 +37,11 @@ export interface NativeSession {
   /** Tokens held (the position the next forward starts at). */
   length(): number;
   reset(): void;
+  /**
+   * Keeps the first `length` tokens (0 <= length <= length()), e.g. to roll back rejected draft
+   * tokens. UnsupportedError for sliding-window caches (the session is left as it was).
+   */
+  truncate(length: number): void;
   dispose(): void;
 }
 

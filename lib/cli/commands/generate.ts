@@ -4,9 +4,10 @@
  * (--raw sends it as is). Ctrl-C stops generation cleanly. --stats prints timing to stderr.
  */
 
-import type { GenerationInput } from '../../generation/index.js';
+import { InvalidArgumentError } from '../../errors.js';
+import { speculativeGenerate, type GenerationInput, type SpeculativeStats } from '../../generation/index.js';
 import type { ChatMessage } from '../../input/index.js';
-import { processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
+import { num, processIO, reportError, type CommandIO, parseCommandLine } from '../common.js';
 import { generateOptions, loadModel, MODEL_FLAGS, MODEL_HELP, SAMPLING_FLAGS, SAMPLING_HELP } from './options.js';
 
 export const usage = `usage: mlx-bun generate -m <checkpoint-dir> [options] [prompt]
@@ -15,6 +16,11 @@ Generates text from a prompt (also read from --prompt, or stdin when neither is 
 
 ${MODEL_HELP}
 ${SAMPLING_HELP}
+speculative:
+      --draft DIR               a small model of the same vocabulary proposes tokens; the model keeps
+                                those its own distribution allows (same output distribution, greedy:
+                                the same tokens), fewer of its forwards when the draft guesses well
+      --draft-tokens N          proposals per forward (default 4)
 output:
   -p, --prompt TEXT             the prompt
       --raw                     do not apply the chat template
@@ -29,7 +35,10 @@ async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
 
 export async function run(argv: readonly string[], io: CommandIO = processIO): Promise<number> {
   const parsed = parseCommandLine('generate', usage, io, argv, {
-    options: { ...MODEL_FLAGS, ...SAMPLING_FLAGS, prompt: { type: 'string', short: 'p' }, raw: { type: 'boolean' }, stats: { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      ...MODEL_FLAGS, ...SAMPLING_FLAGS, prompt: { type: 'string', short: 'p' }, raw: { type: 'boolean' }, stats: { type: 'boolean' },
+      json: { type: 'boolean' }, draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    },
     allowPositionals: true,
   }, ['model']);
   if (typeof parsed === 'number') return parsed;
@@ -42,7 +51,10 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
     const options = { ...generateOptions(values), signal: ac.signal };
     let prompt = values.prompt ?? (positionals.length > 0 ? positionals.join(' ') : undefined);
     if (prompt === undefined) prompt = io.stdin ? (await readAll(io.stdin)).replace(/\n$/, '') : '';
+    if (values['draft-tokens'] !== undefined && values.draft === undefined)
+      throw new InvalidArgumentError('--draft-tokens needs --draft', 'draft-tokens');
     const lm = await loadModel(io, model, values);
+    const draft = values.draft !== undefined ? await loadModel(io, values.draft, values).catch((e: unknown) => { lm.dispose(); throw e; }) : undefined;
     try {
       let input: GenerationInput = prompt;
       if (!values.raw && lm.chatTemplate) {
@@ -51,7 +63,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
         messages.push({ role: 'user', content: prompt });
         input = messages;
       }
-      const g = lm.generate(input, options);
+      const g = draft ? speculativeGenerate(lm, draft, input, { ...options, draftTokens: num(values['draft-tokens']) }) : lm.generate(input, options);
       if (!values.json) {
         for await (const e of g) io.stdout.write(e.text);
         io.stdout.write('\n');
@@ -63,9 +75,12 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
           `prompt ${r.promptTokens} tokens, ${r.prefillTokensPerSecond.toFixed(1)} tok/s (first token ${r.timeToFirstTokenMs.toFixed(0)} ms); ` +
           `generated ${r.generatedTokens} tokens, ${r.decodeTokensPerSecond.toFixed(1)} tok/s; finish: ${r.finishReason}\n`,
         );
+        const sp = (r as { speculative?: SpeculativeStats }).speculative;
+        if (sp) io.stderr.write(`draft: ${sp.accepted} of ${sp.drafted} proposals kept, ${sp.rounds} target forwards\n`);
       }
     } finally {
       lm.dispose();
+      draft?.dispose();
     }
     return 0;
   } catch (e) {
