@@ -86,6 +86,7 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
     Napi::Function f = DefineClass(env, "NativeSession",
                                    {InstanceMethod("forward", &NativeSession::forward), InstanceMethod("length", &NativeSession::length),
                                     InstanceMethod("reset", &NativeSession::reset), InstanceMethod("truncate", &NativeSession::truncate),
+                                    InstanceMethod("saveState", &NativeSession::save_state), InstanceMethod("loadState", &NativeSession::load_state),
                                     InstanceMethod("dispose", &NativeSession::dispose)});
     ctor = new Napi::FunctionReference(Napi::Persistent(f));
   }
@@ -168,6 +169,120 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
       std::lock_guard<std::mutex> lock(st->mu);
       SessionState& s = usable();
       for (auto& c : s.caches) c->reset();
+      return env.Undefined();
+    });
+  }
+
+  // Every layer's keys and values of the tokens held, as host bytes ([Hkv, length, D] each, the
+  // cache dtype), read on a worker thread.
+  Napi::Value save_state(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+      std::shared_ptr<SessionState> st = bound();
+      std::shared_ptr<Model> model;
+      {
+        std::lock_guard<std::mutex> lock(st->mu);
+        SessionState& s = usable();
+        model = slot_->get();
+        s.busy = true;
+      }
+      auto out = std::make_shared<std::vector<std::pair<Tensor, Tensor>>>();
+      auto err = std::make_shared<std::exception_ptr>();
+      return run_async(
+          env,
+          [st, out, err]() {
+            try {
+              for (const auto& c : st->caches) {
+                Tensor k, v;
+                if (!c->save_state(k, v))
+                  fail(ErrorCode::kUnsupported, "this model's KV cache cannot be saved (sliding-window layers keep only their window)", "session");
+                out->emplace_back(std::move(k), std::move(v));
+              }
+            } catch (...) {
+              *err = std::current_exception();
+            }
+          },
+          [st, out, err, model](Napi::Env e) -> Napi::Value {
+            {
+              std::lock_guard<std::mutex> lock(st->mu);
+              st->busy = false;
+              if (st->disposed) st->caches.clear();
+            }
+            if (*err) std::rethrow_exception(*err);
+            Napi::Array layers = Napi::Array::New(e, out->size());
+            std::string dtype = "float32";
+            int64_t length = 0;
+            for (size_t i = 0; i < out->size(); ++i) {
+              Napi::Object o = Napi::Object::New(e);
+              const auto& [k, v] = (*out)[i];
+              dtype = dtype_name(k.dtype());
+              length = k.dim(1);
+              Napi::ArrayBuffer kb = Napi::ArrayBuffer::New(e, static_cast<size_t>(k.nbytes()));
+              Napi::ArrayBuffer vb = Napi::ArrayBuffer::New(e, static_cast<size_t>(v.nbytes()));
+              if (k.nbytes() > 0) std::memcpy(kb.Data(), k.data(), static_cast<size_t>(k.nbytes()));
+              if (v.nbytes() > 0) std::memcpy(vb.Data(), v.data(), static_cast<size_t>(v.nbytes()));
+              o.Set("k", kb);
+              o.Set("v", vb);
+              layers[i] = o;
+            }
+            Napi::Object r = Napi::Object::New(e);
+            r.Set("length", static_cast<double>(length));
+            r.Set("dtype", dtype);
+            r.Set("kvHeads", static_cast<double>(model->config().num_kv_heads));
+            r.Set("headDim", static_cast<double>(model->config().head_dim));
+            r.Set("layers", layers);
+            return r;
+          });
+    });
+  }
+
+  // Replaces the caches with saved keys/values (saveState's form): every layer's bytes are
+  // checked first; a cache that refuses them leaves the session empty.
+  Napi::Value load_state(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+      std::shared_ptr<SessionState> st = bound();
+      std::lock_guard<std::mutex> lock(st->mu);
+      SessionState& s = usable();
+      std::shared_ptr<Model> model = slot_->get();
+      if (!info[0].IsArray()) bad_arg("layers", "must be an array");
+      Napi::Array layers = info[0].As<Napi::Array>();
+      const int64_t n = read_count(info[1], "length", 0, s.max_tokens);
+      const std::string dname = info.Length() > 2 && info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+      DType dt;
+      if (dname == "float32") dt = DType::F32;
+      else if (dname == "bfloat16") dt = DType::BF16;
+      else if (dname == "float16") dt = DType::F16;
+      else bad_arg("dtype", "must be 'float32', 'bfloat16' or 'float16'");
+      if (layers.Length() != s.caches.size())
+        bad_arg("layers", "holds " + std::to_string(layers.Length()) + " layers; the model has " + std::to_string(s.caches.size()));
+      const ModelConfig& c = model->config();
+      const int64_t bytes = c.num_kv_heads * n * c.head_dim * dtype_size(dt);
+      std::vector<std::pair<Tensor, Tensor>> host;
+      for (uint32_t i = 0; i < layers.Length(); ++i) {
+        Napi::Value lv = layers[i];
+        if (!lv.IsObject()) bad_arg("layers", "entries must be { k, v } objects");
+        Napi::Object o = lv.As<Napi::Object>();
+        Tensor kv[2];
+        for (int j = 0; j < 2; ++j) {
+          Napi::Value b = o.Get(j == 0 ? "k" : "v");
+          if (!b.IsTypedArray() || b.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) bad_arg("layers", "k and v must be Uint8Arrays");
+          Napi::Uint8Array a = b.As<Napi::Uint8Array>();
+          if (static_cast<int64_t>(a.ByteLength()) != bytes)
+            bad_arg("layers", "layer " + std::to_string(i) + " holds " + std::to_string(a.ByteLength()) + " bytes; " + std::to_string(bytes) + " expected");
+          kv[j] = Tensor::empty({c.num_kv_heads, n, c.head_dim}, dt, Device::kCPU);
+          if (bytes > 0) std::memcpy(kv[j].data(), a.Data(), static_cast<size_t>(bytes));
+        }
+        host.emplace_back(std::move(kv[0]), std::move(kv[1]));
+      }
+      try {
+        for (size_t i = 0; i < s.caches.size(); ++i)
+          if (!s.caches[i]->load_state(host[i].first, host[i].second))
+            fail(ErrorCode::kUnsupported, "this model's KV cache cannot be restored (sliding-window layers keep only their window)", "session");
+      } catch (...) {
+        for (auto& cache : s.caches) cache->reset();
+        throw;
+      }
       return env.Undefined();
     });
   }

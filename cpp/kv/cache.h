@@ -36,6 +36,14 @@ class LayerCache {
   // can_truncate(length) said yes.
   virtual void truncate(int64_t length) { (void)length; fail(ErrorCode::kUnsupported, "this KV cache cannot be truncated"); }
 
+  // --- saved states (a session written to a file and read back). save_state: keys/values of
+  // positions [0, length()) as contiguous host tensors [Hkv, length(), D] in the cache dtype;
+  // false when this storage cannot give them all (a rotating cache keeps only its window).
+  // load_state: replaces everything with such tensors (checked against the cache's own shape
+  // and dtype: a typed error when they differ); false when this storage cannot.
+  virtual bool save_state(Tensor& k, Tensor& v) const { (void)k; (void)v; return false; }
+  virtual bool load_state(const Tensor& k, const Tensor& v) { (void)k; (void)v; return false; }
+
   // --- captured decode steps (models/decode_graph.h). Optional; the defaults opt out.
   // The whole buffers a recorded step writes and reads: k/v [Hkv, capacity, D]; position p goes
   // to slot p (contiguous) or p % capacity (ring). For a contiguous cache `pos` is i32

@@ -59,6 +59,25 @@ class ContiguousCache final : public LayerCache {
   int64_t length() const override { return length_; }
   int64_t bytes() const override { return buf_.bytes() + (positions_.defined() ? positions_.nbytes() : 0); }
   void reset() override { length_ = 0; }
+  bool save_state(Tensor& k, Tensor& v) const override {
+    buf_.to_host(length_, spec_, k, v);
+    return true;
+  }
+  bool load_state(const Tensor& k, const Tensor& v) override {
+    const Shape want = {spec_.kv_heads, k.ndim() == 3 ? k.dim(1) : -1, spec_.head_dim};
+    for (const Tensor* t : {&k, &v})
+      if (t->device() != Device::kCPU || t->dtype() != spec_.dtype || t->shape() != want || !t->is_contiguous())
+        fail(ErrorCode::kInvalidArgument, "saved keys/values " + t->describe() + " do not fit this cache (" + dtype_name(spec_.dtype) + " [" +
+                                              std::to_string(spec_.kv_heads) + ", n, " + std::to_string(spec_.head_dim) + "])", "state");
+    const int64_t n = k.dim(1);
+    if (n > spec_.max_tokens)
+      fail(ErrorCode::kInvalidArgument, "a saved state of " + std::to_string(n) + " tokens exceeds the cache capacity of " +
+                                            std::to_string(spec_.max_tokens) + " tokens", "maxTokens");
+    if (n > buf_.capacity) grow(n);
+    buf_.from_host(k, v, n, spec_);
+    length_ = n;
+    return true;
+  }
   bool can_truncate(int64_t length) const override { return length >= 0 && length <= length_; }
   void truncate(int64_t length) override {
     if (!can_truncate(length)) fail(ErrorCode::kInvalidArgument, "kv cache: cannot truncate to " + std::to_string(length) + " tokens");

@@ -55,6 +55,26 @@ void KVBuffers::copy_runs(const KVBuffers& old, const std::vector<Run>& runs, co
   }
 }
 
+void KVBuffers::to_host(int64_t n, const CacheSpec& spec, Tensor& k_out, Tensor& v_out) const {
+  k_out = Tensor::empty({spec.kv_heads, n, spec.head_dim}, spec.dtype, Device::kCPU);
+  v_out = Tensor::empty({spec.kv_heads, n, spec.head_dim}, spec.dtype, Device::kCPU);
+  Backend& be = backend(spec.device);
+  const int64_t row = spec.head_dim * dtype_size(spec.dtype);
+  for (int64_t h = 0; h < spec.kv_heads && n > 0; ++h) {
+    be.copy(static_cast<char*>(k_out.data()) + h * n * row, Device::kCPU, static_cast<const char*>(k.data()) + h * capacity * row, spec.device, n * row);
+    be.copy(static_cast<char*>(v_out.data()) + h * n * row, Device::kCPU, static_cast<const char*>(v.data()) + h * capacity * row, spec.device, n * row);
+  }
+}
+
+void KVBuffers::from_host(const Tensor& k_in, const Tensor& v_in, int64_t n, const CacheSpec& spec) {
+  Backend& be = backend(spec.device);
+  const int64_t row = spec.head_dim * dtype_size(spec.dtype);
+  for (int64_t h = 0; h < spec.kv_heads && n > 0; ++h) {
+    be.copy(static_cast<char*>(k.data()) + h * capacity * row, spec.device, static_cast<const char*>(k_in.data()) + h * n * row, Device::kCPU, n * row);
+    be.copy(static_cast<char*>(v.data()) + h * capacity * row, spec.device, static_cast<const char*>(v_in.data()) + h * n * row, Device::kCPU, n * row);
+  }
+}
+
 Tensor KVBuffers::k_view(int64_t s) const {
   return k.as_strided({k.dim(0), s, k.dim(2)}, {capacity * k.dim(2), k.dim(2), 1}, 0);
 }

@@ -26,6 +26,9 @@ struct KVBuffers {
   // `old` land in [to, to+n) of this one, for every head.
   struct Run { int64_t from, to, n; };
   void copy_runs(const KVBuffers& old, const std::vector<Run>& runs, const CacheSpec& spec);
+  // Slots [0, n) of every head as contiguous host tensors [Hkv, n, D] (a saved state), and back.
+  void to_host(int64_t n, const CacheSpec& spec, Tensor& k_out, Tensor& v_out) const;
+  void from_host(const Tensor& k_in, const Tensor& v_in, int64_t n, const CacheSpec& spec);
   // Views [Hkv, s, D] of the first `s` slots (dim-0 stride = capacity * D).
   Tensor k_view(int64_t s) const;
   Tensor v_view(int64_t s) const;

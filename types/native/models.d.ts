@@ -42,7 +42,19 @@ export interface NativeSession {
    * tokens. UnsupportedError for sliding-window caches (the session is left as it was).
    */
   truncate(length: number): void;
+  /** Keys and values of the tokens held: per layer [kvHeads, length, headDim] in `dtype`, as bytes. */
+  saveState(): Promise<NativeSessionState>;
+  /** Replaces the caches with saveState()'s form (bytes checked; a refusal leaves the session empty). */
+  loadState(layers: Array<{ k: Uint8Array; v: Uint8Array }>, length: number, dtype: string): void;
   dispose(): void;
+}
+
+export interface NativeSessionState {
+  length: number;
+  dtype: 'float32' | 'bfloat16' | 'float16';
+  kvHeads: number;
+  headDim: number;
+  layers: Array<{ k: ArrayBuffer; v: ArrayBuffer }>;
 }
 
 export interface NativeModel {
