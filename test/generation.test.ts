@@ -238,6 +238,7 @@ describe('bad input: typed errors, nothing started', () => {
     chat: ['x', { bogus: 1 }, { tools: 'x' }, { extras: 3 }],
     skipSpecialTokens: ['yes', 1],
     signal: ['x', {}, 1],
+    grammar: [{ type: 'regex' }, { type: 'json_schema', schema: 'not json' }, { type: 'json_schema', schema: 3 }, { type: 'ebnf', grammar: '' }, { type: 'ebnf' }],
     temperature: [101], topK: [2.5], topP: [0, 1.5], minP: [1.5], repetitionPenalty: [0, 101],
     repetitionContextSize: [2.5], presencePenalty: [3], frequencyPenalty: [-3],
     logitBias: [{ [VOCAB]: 1 }, { 1: 101 }, { 1: NaN }], seed: [2 ** 53, 1.5], logprobs: ['x'], topLogprobs: [21, 1.5],

@@ -7,7 +7,7 @@
  */
 import type { NativeSample } from '../../types/native/generation.js';
 import type { NativeEngine, NativeEngineEvent, NativeEngineOptions } from '../../types/native/engine.js';
-import { AbortError, InternalError, InvalidArgumentError } from '../errors.js';
+import { AbortError, InternalError, InvalidArgumentError, UnsupportedError } from '../errors.js';
 import {
   prepareGeneration, runGeneration,
   type Generation, type GenerationInput, type GenerationTarget, type TokenSource,
@@ -157,6 +157,7 @@ export class InferenceEngine implements AsyncDisposable {
   generate(input: GenerationInput, options?: GenerateOptions): Generation {
     if (this.#closing) throw new AbortError('the engine is closed');
     const p = prepareGeneration(this.#target, input, options);
+    if (p.options.grammar) throw new UnsupportedError('the batching engine does not constrain output to a grammar: use generate()', 'grammar');
     if (p.prompt.length >= this.options.maxContext) {
       throw new InvalidArgumentError(
         `the prompt has ${p.prompt.length} tokens; this engine's context is ${this.options.maxContext} tokens`, 'input');

@@ -16,6 +16,7 @@ import { StreamingDetokenizer } from '../input/detokenizer.js';
 import type { Tokenizer } from '../input/tokenizer.js';
 import { native } from '../native/index.js';
 import type { GenerationConfig } from './config.js';
+import { grammarSource } from './constrained.js';
 import { resolveGenerateOptions, type GenerateOptions, type ResolvedGenerateOptions } from './options.js';
 import { StopStringFilter } from './stop.js';
 
@@ -189,6 +190,7 @@ export function prepareGeneration(target: GenerationTarget, input: GenerationInp
  */
 export function generate(target: GenerationTarget, input: GenerationInput, options?: GenerateOptions): Generation {
   const p = prepareGeneration(target, input, options);
+  if (p.options.grammar) return runGeneration(target, p, grammarSource(target, p));
   const handle = target.nativeHandle;
   const vocab = native().modelVocabSize(handle);
   if (vocab !== target.vocabSize) throw new InvalidArgumentError(`model vocabulary (${vocab}) differs from vocabSize ${target.vocabSize}`, 'model');

@@ -5,6 +5,7 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 import type { RenderOptions } from '../input/chat_template.js';
+import { checkGrammarSpec, type GrammarSpec } from '../sampling/grammar/index.js';
 import { booleanOption, numberOption, resolveSampling, SAMPLING_OPTION_NAMES, type ResolvedSampling, type SamplingOptions } from '../sampling/options.js';
 
 export interface GenerateOptions extends SamplingOptions {
@@ -19,6 +20,11 @@ export interface GenerateOptions extends SamplingOptions {
   /** Drop control tokens from the streamed text (default true). */
   skipSpecialTokens?: boolean | null;
   signal?: AbortSignal | null;
+  /**
+   * Constrain the output to a grammar: `{ type: 'json_schema', schema }`, `{ type: 'json' }` or
+   * `{ type: 'ebnf', grammar }` (xgrammar, on the host; generate() only, not the batching engine).
+   */
+  grammar?: GrammarSpec | null;
 }
 
 export interface ResolvedGenerateOptions {
@@ -29,9 +35,10 @@ export interface ResolvedGenerateOptions {
   chat: Pick<RenderOptions, 'tools' | 'extras'>;
   skipSpecialTokens: boolean;
   signal?: AbortSignal;
+  grammar?: GrammarSpec;
 }
 
-const OWN = ['maxTokens', 'stop', 'stopTokenIds', 'chat', 'skipSpecialTokens', 'signal'] as const;
+const OWN = ['maxTokens', 'stop', 'stopTokenIds', 'chat', 'skipSpecialTokens', 'signal', 'grammar'] as const;
 export const GENERATE_OPTION_NAMES: readonly string[] = [...SAMPLING_OPTION_NAMES, ...OWN];
 
 export const MAX_TOKENS_LIMIT = 1_048_576;
@@ -99,5 +106,6 @@ export function resolveGenerateOptions(options: unknown, vocabSize: number, defa
   const ids = stopTokenIdsOption(o.stopTokenIds, vocabSize);
   if (ids) out.stopTokenIds = ids;
   if (signal) out.signal = signal as AbortSignal;
+  if (o.grammar !== undefined && o.grammar !== null) out.grammar = checkGrammarSpec(o.grammar);
   return out;
 }

@@ -119,6 +119,22 @@ export class Tokenizer {
     return [];
   }
 
+  /**
+   * How token strings map to bytes, as grammar engines need to know: 'byte_level' (GPT-2 style
+   * byte-to-unicode, e.g. Llama 3, Qwen), 'byte_fallback' (SentencePiece with <0xNN> tokens, e.g.
+   * Llama 2, Gemma; `prependsSpace` when the decoder strips a leading space), or 'raw'.
+   */
+  get vocabKind(): { kind: 'byte_level' | 'byte_fallback' | 'raw'; prependsSpace: boolean } {
+    type Part = { type?: string; start?: number; decoders?: Part[] };
+    const d = this.#json.decoder as Part | null | undefined;
+    if (d?.type === 'ByteLevel') return { kind: 'byte_level', prependsSpace: false };
+    const parts: Part[] = d?.type === 'Sequence' ? d.decoders ?? [] : d ? [d] : [];
+    if (parts.some((x) => x.type === 'ByteFallback')) {
+      return { kind: 'byte_fallback', prependsSpace: parts.some((x) => x.type === 'Strip' && (x.start ?? 0) > 0) };
+    }
+    return { kind: 'raw', prependsSpace: false };
+  }
+
   /** Number of ids the tokenizer can produce (base vocabulary plus added tokens). */
   get vocabSize(): number {
     let n = this.#full.get_vocab(true).size;

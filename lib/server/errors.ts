@@ -39,6 +39,7 @@ const PARAM_NAMES: Record<string, string> = {
   logitBias: 'logit_bias',
   seed: 'seed',
   stop: 'stop',
+  grammar: 'response_format',
   logprobs: 'logprobs',
   topLogprobs: 'top_logprobs',
 };
@@ -54,6 +55,9 @@ export function toHttpError(e: unknown, inputParam: 'messages' | 'prompt'): Http
     }
     return invalid(e.message, e.field ? (PARAM_NAMES[e.field] ?? e.field) : null);
   }
+  // A request feature this server cannot serve for this model (e.g. a grammar on a model without
+  // a tokenizer): the client's to change.
+  if (e instanceof MlxbError && e.code === 'UNSUPPORTED' && e.field && PARAM_NAMES[e.field]) return invalid(e.message, PARAM_NAMES[e.field]!);
   const message = e instanceof Error ? e.message : String(e);
   return new HttpError(500, message, 'server_error', null, e instanceof MlxbError ? e.code.toLowerCase() : null);
 }

@@ -65,7 +65,17 @@ function common(b: Json): { model: string; options: GenerateOptions; stream: boo
   const bias = optional(b, 'logit_bias', isObject, 'an object of token id -> bias');
   if (bias !== undefined) options.logitBias = bias as Record<number, number>;
   const rf = optional(b, 'response_format', isObject, 'an object');
-  if (rf !== undefined && rf.type !== 'text') throw invalid('only response_format { type: "text" } is supported', 'response_format');
+  if (rf !== undefined) {
+    if (rf.type === 'json_object') {
+      options.grammar = { type: 'json_schema', schema: { type: 'object', additionalProperties: true } };
+    } else if (rf.type === 'json_schema') {
+      const js = rf.json_schema;
+      if (!isObject(js) || !isObject(js.schema)) throw invalid('response_format.json_schema.schema must be a JSON schema object', 'response_format');
+      options.grammar = { type: 'json_schema', schema: js.schema };
+    } else if (rf.type !== 'text') {
+      throw invalid("response_format.type must be 'text', 'json_object' or 'json_schema'", 'response_format');
+    }
+  }
   return { model, options, stream, includeUsage };
 }
 

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 
 import { InvalidArgumentError } from '../errors.js';
 import type { InferenceEngine } from '../execution/index.js';
-import type { GenerationEvent, GenerationTarget } from '../generation/index.js';
+import { generate, type GenerationEvent, type GenerationTarget } from '../generation/index.js';
 import { noEmbeddings, parseEmbeddingRequest, runEmbeddings, type EmbeddingService } from './embeddings.js';
 import { HttpError, invalid, toHttpError } from './errors.js';
 import { parseChatRequest, parseCompletionRequest, type ParsedRequest } from './requests.js';
@@ -158,7 +158,10 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
     let gen;
     try {
       if (draining) throw new HttpError(503, 'the server is shutting down', 'server_error', null, 'shutting_down');
-      gen = engine.generate(parsed.input, { ...parsed.options, signal: ac.signal });
+      // Grammar-constrained requests run beside the engine (generate(): host sampling under the mask).
+      gen = parsed.options.grammar
+        ? generate(o.model, parsed.input, { ...parsed.options, signal: ac.signal })
+        : engine.generate(parsed.input, { ...parsed.options, signal: ac.signal });
     } catch (e) {
       sendError(res, toHttpError(e, inputParam));
       return;

@@ -1,0 +1,47 @@
+/**
+ * Grammar-constrained generation (generate() with `grammar`): every step the target's logits
+ * come to the host through a Session, tokens the grammar does not allow next are masked out, and
+ * the host Sampler draws from the rest under the request's sampling options. The grammar ends by
+ * allowing only the stop ids, so a finished grammar ends the generation with 'stop'.
+ */
+import type { NativeSample, NativeSampler } from '../../types/native/generation.js';
+import { InvalidArgumentError, UnsupportedError } from '../errors.js';
+import { Model } from '../models/model.js';
+import { native } from '../native/index.js';
+import { applyMask, GrammarEngine, type GrammarMatcher } from '../sampling/grammar/index.js';
+import { Session } from '../state/index.js';
+import type { GenerationTarget, PreparedGeneration, TokenSource } from './generate.js';
+
+export function grammarSource(target: GenerationTarget, p: PreparedGeneration): TokenSource {
+  const spec = p.options.grammar!;
+  const model = (target as { model?: unknown }).model;
+  if (!(model instanceof Model)) throw new UnsupportedError('grammar needs a LanguageModel (a loaded checkpoint)', 'grammar');
+  if (!target.tokenizer) throw new UnsupportedError('grammar needs the checkpoint\'s tokenizer', 'grammar');
+  if (p.stopIds.size === 0) throw new InvalidArgumentError('grammar needs at least one stop token id to end on', 'stopTokenIds');
+  const engine = GrammarEngine.for(target.tokenizer, target.vocabSize, [...p.stopIds]);
+  let session: Session | undefined;
+  let matcher: GrammarMatcher | undefined;
+  let sampler: NativeSampler | undefined;
+  const step = async (logits: Float32Array): Promise<NativeSample> => {
+    const mask = await matcher!.mask();
+    if (mask) applyMask(logits, mask);
+    const s = sampler!.sample(logits);
+    sampler!.accept(Int32Array.of(s.token));
+    if (!(await matcher!.accept(s.token)) && mask) throw new InvalidArgumentError(`grammar: token ${s.token} was sampled outside the grammar`, 'grammar');
+    return s;
+  };
+  return {
+    first: async () => {
+      matcher = await engine.matcher(spec);
+      session = new Session(model, { maxTokens: p.prompt.length + p.maxTokens });
+      sampler = new (native().Sampler)(p.options.sampling, target.vocabSize);
+      sampler.accept(Int32Array.from(p.prompt));
+      return step(await session.forward(p.prompt));
+    },
+    next: async (token) => step(await session!.forward([token])),
+    dispose: () => {
+      session?.dispose();
+      matcher?.dispose();
+    },
+  };
+}
