@@ -15,6 +15,7 @@ import { InvalidArgumentError, UnsupportedError } from '../lib/errors.js';
 import { createInferenceEngine } from '../lib/execution/index.js';
 import { generate, loadLanguageModel, type LanguageModel } from '../lib/generation/index.js';
 import { loadTokenizer } from '../lib/input/index.js';
+import { allowed, applyMask } from '../lib/sampling/grammar/index.js';
 import { createServer, type RunningServer } from '../lib/server/index.js';
 import { makeTinyCheckpoint } from '../scripts/demo/tiny_checkpoint.mjs';
 import { TOKENIZERS } from './helpers/tokenizers.js';
@@ -113,6 +114,19 @@ describe('generate() with a grammar', () => {
     }
     const bare = { model: lm.model, nativeHandle: lm.nativeHandle, vocabSize: lm.vocabSize, eosTokenIds: lm.eosTokenIds };
     expect(() => generate(bare, [1, 2, 3], { grammar: { type: 'json' } })).toThrow(UnsupportedError);
+  });
+});
+
+describe('applyMask', () => {
+  it('keeps exactly the allowed logits (whole words, empty words, partial words, a short last word)', () => {
+    for (const n of [1, 31, 32, 33, 100, 4100]) {
+      const words = Math.ceil(n / 32);
+      const mask = new Int32Array(words);
+      for (let w = 0; w < words; w++) mask[w] = w % 3 === 0 ? -1 : w % 3 === 1 ? 0 : (w * 2654435761) | 0;
+      const logits = Float32Array.from({ length: n }, (_, i) => i);
+      applyMask(logits, mask);
+      for (let t = 0; t < n; t++) expect(logits[t], `n ${n} t ${t}`).toBe(allowed(mask, t) ? t : -Infinity);
+    }
   });
 });
 

@@ -22,17 +22,28 @@ export function grammarSource(target: GenerationTarget, p: PreparedGeneration): 
   let session: Session | undefined;
   let matcher: GrammarMatcher | undefined;
   let sampler: NativeSampler | undefined;
+  // The matcher works in its worker while the model runs: after a token is drawn, its accept and
+  // the next mask are requested at once and awaited only at the next step.
+  let accepted: Promise<boolean> = Promise.resolve(true);
+  let nextMask: Promise<Int32Array | null> | undefined;
+  let last = -1;
   const step = async (logits: Float32Array): Promise<NativeSample> => {
-    const mask = await matcher!.mask();
+    if (!(await accepted)) throw new InvalidArgumentError(`grammar: token ${last} was sampled outside the grammar`, 'grammar');
+    const mask = await nextMask!;
     if (mask) applyMask(logits, mask);
     const s = sampler!.sample(logits);
     sampler!.accept(Int32Array.of(s.token));
-    if (!(await matcher!.accept(s.token)) && mask) throw new InvalidArgumentError(`grammar: token ${s.token} was sampled outside the grammar`, 'grammar');
+    last = s.token;
+    accepted = matcher!.accept(s.token);
+    nextMask = matcher!.mask();
+    accepted.catch(() => {});
+    nextMask.catch(() => {});
     return s;
   };
   return {
     first: async () => {
       matcher = await engine.matcher(spec);
+      nextMask = matcher.mask();
       session = new Session(model, { maxTokens: p.prompt.length + p.maxTokens });
       sampler = new (native().Sampler)(p.options.sampling, target.vocabSize);
       sampler.accept(Int32Array.from(p.prompt));

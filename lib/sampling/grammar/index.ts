@@ -30,9 +30,19 @@ export function allowed(mask: Int32Array, token: number): boolean {
   return ((mask[token >>> 5]! >>> (token & 31)) & 1) === 1;
 }
 
-/** Sets every logit the mask disallows to -Infinity (in place). */
+/** Sets every logit the mask disallows to -Infinity (in place), a 32-token word at a time. */
 export function applyMask(logits: Float32Array, mask: Int32Array): Float32Array {
-  for (let t = 0; t < logits.length; t++) if (!allowed(mask, t)) logits[t] = -Infinity;
+  const n = logits.length;
+  for (let w = 0, t0 = 0; t0 < n; w++, t0 += 32) {
+    const bits = w < mask.length ? mask[w]! : 0;
+    if (bits === -1) continue;  // all 32 allowed
+    const end = Math.min(t0 + 32, n);
+    if (bits === 0) {
+      logits.fill(-Infinity, t0, end);
+      continue;
+    }
+    for (let t = t0; t < end; t++) if (((bits >>> (t - t0)) & 1) === 0) logits[t] = -Infinity;
+  }
   return logits;
 }
 

@@ -77,15 +77,20 @@ async function handle(m) {
   throw new Error('unknown op ' + m.op);
 }
 
-parentPort.on('message', async (m) => {
-  try {
-    const value = await handle(m);
-    parentPort.postMessage({ id: m.id, ok: true, value });
-  } catch (e) {
-    const message = e && e.message ? String(e.message) : String(e);
-    const fatal = /Aborted\(|RuntimeError|unreachable/.test(message) || (e && e.name === 'RuntimeError');
-    parentPort.postMessage({ id: m.id, ok: false, error: message.split('\n')[0].slice(0, 500), fatal });
-    if (fatal) process.exit(1);
-  }
+// One request at a time, in arrival order: the library's calls are async, and a matcher freed
+// while a mask of it is being computed would be used after its release.
+let chain = Promise.resolve();
+parentPort.on('message', (m) => {
+  chain = chain.then(async () => {
+    try {
+      const value = await handle(m);
+      parentPort.postMessage({ id: m.id, ok: true, value });
+    } catch (e) {
+      const message = e && e.message ? String(e.message) : String(e);
+      const fatal = /Aborted\(|RuntimeError|unreachable/.test(message) || (e && e.name === 'RuntimeError');
+      parentPort.postMessage({ id: m.id, ok: false, error: message.split('\n')[0].slice(0, 500), fatal });
+      if (fatal) process.exit(1);
+    }
+  });
 });
 `;
