@@ -4,9 +4,11 @@
 // hold; bad grammars are typed errors and the engine recovers after one aborts; the batching
 // engine refuses grammars; tokenizers report their vocabulary kind; the server's response_format
 // works through the openai client.
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -115,6 +117,18 @@ describe('generate() with a grammar', () => {
     const bare = { model: lm.model, nativeHandle: lm.nativeHandle, vocabSize: lm.vocabSize, eosTokenIds: lm.eosTokenIds };
     expect(() => generate(bare, [1, 2, 3], { grammar: { type: 'json' } })).toThrow(UnsupportedError);
   });
+});
+
+describe('process lifetime', () => {
+  it('a script that used a grammar exits on its own (the idle worker holds nothing)', () => {
+    const here = dirname(fileURLToPath(import.meta.url));
+    const register = pathToFileURL(join(here, 'support', 'ts-register.mjs')).href;
+    const r = spawnSync(process.execPath, ['--import', register, join(here, 'support', 'grammar-exit-child.ts'), join(tmp, 'tiny')], {
+      encoding: 'utf8', timeout: 60_000,
+    });
+    expect(r.error, 'the child did not exit within 60 s').toBeUndefined();
+    expect([r.status, r.stdout]).toEqual([0, expect.stringMatching(/^(yes|no)$/)]);
+  }, 90_000);
 });
 
 describe('applyMask', () => {

@@ -73,17 +73,9 @@ class GrammarWorker {
   dead = false;
 
   constructor(onDeath: () => void) {
-    this.#worker = new Worker(WORKER_SOURCE, { eval: true, stderr: true, stdout: true });
+    // Unreferenced while idle, so an idle grammar engine never keeps the process alive.
+    this.#worker = new Worker(WORKER_SOURCE, { eval: true });
     this.#worker.unref();
-    // The library prints its failed checks ("[FATAL] file:line: message") before aborting: keep
-    // the last one for the error, and never echo the module's output into the host's streams.
-    let fatalLine = '';
-    const keep = (chunk: Buffer | string) => {
-      const m = /\[FATAL\][^:]*:\d+: ([^\n]*)/.exec(String(chunk));
-      if (m) fatalLine = m[1]!.trim();
-    };
-    this.#worker.stderr.on('data', keep);
-    this.#worker.stdout.on('data', () => {});
     const die = (why: string) => {
       if (this.dead) return;
       this.dead = true;
@@ -98,7 +90,6 @@ class GrammarWorker {
       this.#pending.delete(m.id);
       if (this.#pending.size === 0) this.#worker.unref();
       if (m.ok) p.resolve(m.value);
-      else if (m.fatal) p.reject(new InvalidArgumentError(`grammar: ${fatalLine || m.error || 'rejected'}`, 'grammar'));
       else p.reject(new InvalidArgumentError(`grammar: ${m.error ?? 'failed'}`, 'grammar'));
       if (m.fatal) die('aborted');
     });

@@ -2,7 +2,7 @@
  * The grammar worker's code (a CommonJS worker_threads script, run with `eval: true`). It loads
  * @mlc-ai/web-xgrammar, whose lib/index.js is a UMD bundle in a "type": "module" package, by
  * evaluating the file as CommonJS. Requests: { id, op, ... } -> { id, ok, value } or
- * { id, ok: false, error }. A WebAssembly abort (the library's C++ checks end in abort(), after
+ * { id, ok: false, error, fatal }. A WebAssembly abort (the library's C++ checks end in abort(), after
  * which the module is unusable) is reported, then the worker exits; the client starts a new one.
  */
 export const WORKER_SOURCE = String.raw`
@@ -11,6 +11,17 @@ const { parentPort } = require('node:worker_threads');
 const { readFileSync } = require('node:fs');
 const { createRequire } = require('node:module');
 const { dirname } = require('node:path');
+
+// The library prints a failed check ("[FATAL] file:line: message") before it aborts: keep the
+// last one for the error reply, and print nothing into the host's streams.
+let lastFatal = '';
+const quiet = (...args) => {
+  const m = /\[FATAL\][^:]*:\d+: ([^\n]*)/.exec(args.join(' '));
+  if (m) lastFatal = m[1].trim();
+};
+console.log = quiet;
+console.error = quiet;
+console.warn = quiet;
 
 function loadXGrammar(file) {
   const mod = { exports: {} };
@@ -88,7 +99,8 @@ parentPort.on('message', (m) => {
     } catch (e) {
       const message = e && e.message ? String(e.message) : String(e);
       const fatal = /Aborted\(|RuntimeError|unreachable/.test(message) || (e && e.name === 'RuntimeError');
-      parentPort.postMessage({ id: m.id, ok: false, error: message.split('\n')[0].slice(0, 500), fatal });
+      const error = (fatal && lastFatal) || message.split('\n')[0];
+      parentPort.postMessage({ id: m.id, ok: false, error: error.slice(0, 500), fatal });
       if (fatal) process.exit(1);
     }
   });
