@@ -117,7 +117,6 @@ class GrammarWorker {
 export class GrammarMatcher {
   readonly #w: GrammarWorker;
   readonly #id: number;
-  #terminated = false;
 
   /** @internal */
   constructor(w: GrammarWorker, id: number) {
@@ -125,16 +124,14 @@ export class GrammarMatcher {
     this.#id = id;
   }
 
-  /** Bitmask of the tokens allowed next; null once the grammar has accepted a stop token. */
-  async mask(): Promise<Int32Array | null> {
-    if (this.#terminated) return null;
+  /** Bitmask of the tokens allowed next; null once the grammar has accepted a stop token (the worker keeps that state). */
+  mask(): Promise<Int32Array | null> {
     return this.#w.call<Int32Array | null>({ op: 'mask', matcher: this.#id });
   }
 
   /** Advances by `token`; false (and no change) when the grammar does not allow it. */
-  async accept(token: number): Promise<boolean> {
-    const ok = await this.#w.call<boolean>({ op: 'accept', matcher: this.#id, token });
-    return ok;
+  accept(token: number): Promise<boolean> {
+    return this.#w.call<boolean>({ op: 'accept', matcher: this.#id, token });
   }
 
   dispose(): void {
