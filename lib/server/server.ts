@@ -15,6 +15,7 @@ import type { InferenceEngine } from '../execution/index.js';
 import { generate, type GenerationEvent, type GenerationTarget } from '../generation/index.js';
 import { noEmbeddings, parseEmbeddingRequest, runEmbeddings, type EmbeddingService } from './embeddings.js';
 import { HttpError, invalid, toHttpError } from './errors.js';
+import { RequestLane } from './lane.js';
 import { parseChatRequest, parseCompletionRequest, type ParsedRequest } from './requests.js';
 import { chatLogprobs, completionLogprobs, finishReason, usage } from './responses.js';
 
@@ -37,6 +38,13 @@ export interface ServerOptions {
   heartbeatMs?: number;
   /** /health fails when the engine made no progress this long while work is queued; default 30 s. */
   stallMs?: number;
+  /**
+   * Requests the engine does not batch (grammar-constrained generation, embeddings) run beside it:
+   * at most this many at once (default 2) ...
+   */
+  maxSideRequests?: number;
+  /** ... and at most this many more waiting (default 32); one more is a 429, as a full engine queue is. */
+  maxSideQueue?: number;
 }
 
 export interface RunningServer {
@@ -118,6 +126,7 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
   const heartbeatMs = o.heartbeatMs ?? 15_000;
   const stallMs = o.stallMs ?? 30_000;
   const engine = o.engine;
+  const side = new RequestLane(o.maxSideRequests ?? 2, o.maxSideQueue ?? 32);
   const created = Math.floor(Date.now() / 1000);
   const active = new Set<AbortController>();
   let draining = false;
@@ -137,7 +146,7 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
     sendJson(res, ok ? 200 : 503, {
       status: ok ? 'ok' : stalled ? 'stalled' : 'closing',
       rows: s.rows, queue: s.queue, kv_blocks: s.kvBlocks, tokens_per_second: s.tokensPerSecond,
-      ms_since_progress: s.msSinceProgress,
+      ms_since_progress: s.msSinceProgress, side_running: side.running, side_queue: side.waiting,
     });
   };
 
@@ -155,21 +164,30 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
       sendError(res, toHttpError(e, inputParam));
       return;
     }
-    let gen;
-    try {
-      if (draining) throw new HttpError(503, 'the server is shutting down', 'server_error', null, 'shutting_down');
-      // Grammar-constrained requests run beside the engine (generate(): host sampling under the mask).
-      gen = parsed.options.grammar
-        ? generate(o.model, parsed.input, { ...parsed.options, signal: ac.signal })
-        : engine.generate(parsed.input, { ...parsed.options, signal: ac.signal });
-    } catch (e) {
-      sendError(res, toHttpError(e, inputParam));
-      return;
-    }
-    active.add(ac);
-    // A client that goes away aborts its request (the row leaves at the engine's next step).
+    // A client that goes away aborts its request (the row leaves at the engine's next step; a
+    // request still waiting for the side lane leaves the lane).
     const onClose = () => { if (!res.writableFinished) ac.abort(); };
     res.on('close', onClose);
+    active.add(ac);
+    let gen;
+    let release: (() => void) | undefined;
+    try {
+      if (draining) throw new HttpError(503, 'the server is shutting down', 'server_error', null, 'shutting_down');
+      if (parsed.options.grammar) {
+        // Grammar-constrained requests run beside the engine (generate(): host sampling under the mask).
+        release = await side.acquire(ac.signal);
+        gen = generate(o.model, parsed.input, { ...parsed.options, signal: ac.signal });
+      } else {
+        gen = engine.generate(parsed.input, { ...parsed.options, signal: ac.signal });
+      }
+    } catch (e) {
+      release?.();
+      active.delete(ac);
+      res.off('close', onClose);
+      if (!ac.signal.aborted) sendError(res, toHttpError(e, inputParam));
+      else if (!res.writableEnded) res.end();
+      return;
+    }
     const id = (kind === 'chat' ? 'chatcmpl-' : 'cmpl-') + randomUUID().replace(/-/g, '');
     try {
       if (parsed.stream) await streamResponse(kind, id, parsed, gen, res);
@@ -178,6 +196,7 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
       if (!ac.signal.aborted) sendError(res, toHttpError(e, inputParam));
       else if (!res.writableEnded) res.end();
     } finally {
+      release?.();
       active.delete(ac);
       res.off('close', onClose);
     }
@@ -195,7 +214,13 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
         throw new HttpError(404, `the model '${r.model}' does not exist; this server serves '${o.modelId}'`, 'invalid_request_error', 'model', 'model_not_found');
       }
       if (draining) throw new HttpError(503, 'the server is shutting down', 'server_error', null, 'shutting_down');
-      const body = await runEmbeddings(o.embeddings, o.modelId, r, ac.signal);
+      const release = await side.acquire(ac.signal);
+      let body;
+      try {
+        body = await runEmbeddings(o.embeddings, o.modelId, r, ac.signal);
+      } finally {
+        release();
+      }
       if (!ac.signal.aborted) sendJson(res, 200, body);
     } catch (e) {
       if (!ac.signal.aborted) sendError(res, toHttpError(e, 'prompt'));

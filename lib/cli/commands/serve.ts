@@ -24,6 +24,9 @@ server:
       --api-key KEY             required as "Authorization: Bearer KEY" (or env MLXB_API_KEY)
       --model-id ID             the model name clients send (default: the directory name)
       --embeddings              serve /v1/embeddings (pooling and normalisation as \`mlx-bun embed\`)
+      --side-requests N         grammar-constrained and embedding requests run beside the engine,
+                                at most N at once (default 2)
+      --side-queue N            ... and at most N more waiting before 429 (default 32)
 engine:
       --max-rows N              requests advanced together per step (default 16)
       --max-queue N             waiting requests before 429 (default 256)
@@ -40,6 +43,7 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
         'model-id': { type: 'string' }, 'max-rows': { type: 'string' }, 'max-queue': { type: 'string' },
         'max-context': { type: 'string' }, 'kv-bytes': { type: 'string' }, 'block-size': { type: 'string' },
         'prefill-chunk': { type: 'string' }, 'no-prefix-cache': { type: 'boolean' }, embeddings: { type: 'boolean' },
+        'side-requests': { type: 'string' }, 'side-queue': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
   }, ['model']);
@@ -66,6 +70,8 @@ export async function run(argv: readonly string[], io: CommandIO = processIO): P
       host: values.host ?? '127.0.0.1',
       port: num(values.port) ?? 8080,
       apiKey: values['api-key'] ?? process.env.MLXB_API_KEY,
+      maxSideRequests: num(values['side-requests']),
+      maxSideQueue: num(values['side-queue']),
     });
     const e = engine.options;
     io.stderr.write(`serving '${modelId}' at ${server.url}/v1 (${e.maxRows} rows, context ${e.maxContext}, ${e.kvBlocks} KV blocks of ${e.blockSize} tokens)\n`);
