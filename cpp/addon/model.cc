@@ -46,6 +46,13 @@ struct SessionState {
   int64_t max_tokens = 0;
   bool busy = false;
   bool disposed = false;
+  // On the JS thread when an async call's promise settles: the session is free again, and its
+  // caches go now if it was disposed while the call ran.
+  void settle() {
+    std::lock_guard<std::mutex> lock(mu);
+    busy = false;
+    if (disposed) caches.clear();
+  }
 };
 
 std::vector<int32_t> read_ids(const Napi::Value& v, const char* field) {
@@ -141,11 +148,7 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
             }
           },
           [st, out, err](Napi::Env e) -> Napi::Value {
-            {
-              std::lock_guard<std::mutex> lock(st->mu);
-              st->busy = false;
-              if (st->disposed) st->caches.clear();
-            }
+            st->settle();
             if (*err) std::rethrow_exception(*err);
             return to_js(e, *out);
           });
@@ -203,11 +206,7 @@ class NativeSession : public Napi::ObjectWrap<NativeSession> {
             }
           },
           [st, out, err, model](Napi::Env e) -> Napi::Value {
-            {
-              std::lock_guard<std::mutex> lock(st->mu);
-              st->busy = false;
-              if (st->disposed) st->caches.clear();
-            }
+            st->settle();
             if (*err) std::rethrow_exception(*err);
             Napi::Array layers = Napi::Array::New(e, out->size());
             std::string dtype = "float32";
