@@ -9,7 +9,8 @@
 #   source .device/prelude.sh; cd DEST && bash scripts/cuda/targets-device.sh
 # TARGET_BUDGET (s, default 520) bounds every wait; TARGET_ROUNDS (default 2) serving rounds, each
 # started while TARGET_SERVE_LIMIT (default 150) seconds are left; TARGET_VARIANTS adds serving
-# variants ("LABEL:VAR=VALUE", e.g. "fold:MLXB_FOLD_NORMS=1") after the units. PREBUILT=1 (steps.sh) skips the build.
+# variants ("LABEL:VAR=VALUE", e.g. "fold:MLXB_FOLD_NORMS=1") after the units; TARGET_TESTS runs GPU test files
+# after the decode rows. PREBUILT=1 (steps.sh) skips the build.
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/cuda/env.sh
@@ -32,6 +33,12 @@ wait_for ck-8b && serve_ab 8b "${TARGET_ROUNDS:-2}" "${TARGET_SERVE_LIMIT:-150}"
 if [[ ${TARGET_DECODE:-1} != 0 ]]; then
   wait_for ck-8b && decode 8b_p512 "$ck/ck-8b" 512
   wait_for ck-1b && { decode 1b_p512 "$ck/ck-1b" 512; decode 1b_p16 "$ck/ck-1b" 16; }
+fi
+# TARGET_TESTS: GPU vitest files (MLXB_TEST_CUDA=1) run here, after the rows above, e.g.
+# "test/cuda-embeddings.test.ts test/cuda-session.test.ts"; every test's line is printed.
+if [[ -n ${TARGET_TESTS:-} ]]; then
+  # shellcheck disable=SC2086  # a list of files
+  STEP_TAIL=60 step gpu_tests 180 '✓|×|passed|failed|FAIL|Error|expected' env MLXB_TEST_CUDA=1 node node_modules/vitest/vitest.mjs run $TARGET_TESTS
 fi
 # The one-row decode attention's keys per split (MLXB_ATTN_SPLIT_KEYS; default: blocks for twice
 # the SMs, at least 32 keys each), after 512 prompt tokens: TARGET_ATTN_KEYS, default "64 128".

