@@ -98,6 +98,48 @@ describe('speculativeGenerate, greedy', () => {
   });
 });
 
+describe('speculativeGenerate, log-probabilities', () => {
+  it("are generate()'s: the token's and the top 5, with penalties and a bias in play, greedy and sampled", async () => {
+    const opts = { maxTokens: 24, stopTokenIds: [], logprobs: true, topLogprobs: 5, repetitionPenalty: 1.3, logitBias: { 7: 2.5 } };
+    for (const [label, o] of [['greedy', { temperature: 0 }], ['sampled', { temperature: 0.9, seed: 11 }]] as const) {
+      // Greedy: the same tokens as plain decoding whatever the draft; sampled: the model is its
+      // own draft, so every proposal is kept and the draws line up with generate()'s... only in
+      // distribution, so there the reference is generate() forced through the same tokens.
+      const gen = speculativeGenerate(qwen3, label === 'greedy' ? llama : qwen3, prompt(), { ...opts, ...o, draftTokens: 3 });
+      const got: Array<{ token: number; logprob?: number; top?: Array<{ token: number; logprob: number }> }> = [];
+      for await (const e of gen) got.push({ token: e.token, logprob: e.logprob, top: e.topLogprobs });
+      const tokens = got.map((e) => e.token);
+      // Reference: generate() over the same prefix at each position (greedy: one run gives all).
+      const want: typeof got = [];
+      if (label === 'greedy') {
+        for await (const e of generate(qwen3, prompt(), { ...opts, ...o })) want.push({ token: e.token, logprob: e.logprob, top: e.topLogprobs });
+        expect(tokens).toEqual(want.map((e) => e.token));
+      } else {
+        for (let i = 0; i < tokens.length; i++) {
+          // generate() with the tokens so far as a continuation of the prompt gives the position's
+          // logprobs for whatever it draws; its top list is the reference, and the token's own
+          // logprob must be the one the list (or the full row) gives it.
+          const g = generate(qwen3, [...prompt(), ...tokens.slice(0, i)], { ...opts, temperature: 0, maxTokens: 1 });
+          let first: (typeof got)[number] | undefined;
+          for await (const e of g) first ??= { token: e.token, logprob: e.logprob, top: e.topLogprobs };
+          want.push(first!);
+        }
+      }
+      for (let i = 0; i < got.length; i++) {
+        const a = got[i]!, b = want[i]!;
+        expect(a.top!.map((t) => t.token), `${label} position ${i}`).toEqual(b.top!.map((t) => t.token));
+        for (let j = 0; j < 5; j++) expect(a.top![j]!.logprob).toBeCloseTo(b.top![j]!.logprob, 4);
+        if (label === 'greedy') expect(a.logprob!).toBeCloseTo(b.logprob!, 4);
+        else {
+          const inTop = b.top!.find((t) => t.token === a.token);
+          if (inTop) expect(a.logprob!).toBeCloseTo(inTop.logprob, 4);
+          expect(a.logprob!).toBeLessThanOrEqual(b.top![0]!.logprob + 1e-6);
+        }
+      }
+    }
+  });
+});
+
 describe('the acceptance rule', () => {
   it('whatever the draft distribution, the resulting token is distributed as the target (exact expectation and 200k draws)', () => {
     const cases: Array<[number[], number[]]> = [
@@ -177,7 +219,6 @@ describe('speculativeGenerate, refusals', () => {
       [() => speculativeGenerate(qwen3, g, prompt()), UnsupportedError, 'draft'],
       [() => speculativeGenerate(qwen3, q2, prompt()), InvalidArgumentError, 'draft'],
       [() => speculativeGenerate(qwen3, llama, prompt(), { draftTokens: 0 }), InvalidArgumentError, 'draftTokens'],
-      [() => speculativeGenerate(qwen3, llama, prompt(), { logprobs: true }), UnsupportedError, 'logprobs'],
       [() => speculativeGenerate(qwen3, {} as never, prompt()), InvalidArgumentError, 'draft'],
       [() => speculativeGenerate(qwen3, llama, prompt(), { maxTokens: 0 }), InvalidArgumentError, 'maxTokens'],
     ];

@@ -83,9 +83,37 @@ export function acceptOrResample(p: ArrayLike<number>, q: ArrayLike<number>, x: 
 }
 
 /**
+ * The token's log-probability, and the `top` most likely tokens', from the target's logits after
+ * bias and penalties (`NativeSampler.process`): what generate() reports, log-softmax before
+ * temperature and filters. Ties rank to the lower id.
+ */
+export function scoreToken(processed: Float32Array, token: number, top: number): NativeSample {
+  let max = -Infinity;
+  for (let i = 0; i < processed.length; i++) if (processed[i]! > max) max = processed[i]!;
+  let sum = 0;
+  for (let i = 0; i < processed.length; i++) sum += Math.exp(processed[i]! - max);
+  const lse = max + Math.log(sum);
+  const s: NativeSample = { token, logprob: processed[token]! - lse };
+  if (top > 0) {
+    const best: number[] = [];  // ids, most likely first
+    for (let i = 0; i < processed.length; i++) {
+      const v = processed[i]!;
+      if (best.length === top && v <= processed[best[top - 1]!]!) continue;
+      let at = best.length;
+      while (at > 0 && v > processed[best[at - 1]!]!) at--;
+      best.splice(at, 0, i);
+      if (best.length > top) best.pop();
+    }
+    s.topTokens = Int32Array.from(best);
+    s.topLogprobs = Float32Array.from(best, (i) => processed[i]! - lse);
+  }
+  return s;
+}
+
+/**
  * Generates from `target` with `draft` proposing tokens. Same input and options as generate()
- * (plus `draftTokens`), except log-probabilities (not reported here). `result.speculative` says
- * how many proposals the target kept.
+ * (plus `draftTokens`); log-probabilities are the target's, as generate() reports them.
+ * `result.speculative` says how many proposals the target kept.
  */
 export function speculativeGenerate(
   target: SpeculativeTarget, draft: { readonly model: Model }, input: GenerationInput, options?: SpeculativeOptions,
@@ -96,7 +124,6 @@ export function speculativeGenerate(
   const k = k0 ?? 4;
   if (typeof k !== 'number' || !Number.isInteger(k) || k < 1 || k > 32) throw new InvalidArgumentError(`draftTokens must be an integer in [1, 32]; got ${String(k)}`, 'draftTokens');
   const p = prepareGeneration(target, input, rest);
-  if (p.options.sampling.logprobs) throw new UnsupportedError('speculative generation does not report log-probabilities', 'logprobs');
   const vocab = target.vocabSize;
   if (draft.model.config.vocabSize !== vocab)
     throw new InvalidArgumentError(`the draft's vocabulary (${draft.model.config.vocabSize}) differs from the target's (${vocab})`, 'draft');
@@ -114,11 +141,15 @@ export function speculativeGenerate(
   const u = uniform(p.options.sampling.seed);
   const sampling = { ...p.options.sampling, logprobs: false };
   const newSampler = () => new (native().Sampler)(sampling, vocab);
+  const logprobs = p.options.sampling.logprobs, top = p.options.sampling.topLogprobs ?? 0;
 
-  const give = (token: number): NativeSample => {
+  // Hands out `token`, drawn from the target's logits `row` (scored before the token joins the
+  // penalty window, as the sampler saw them).
+  const give = (token: number, row: Float32Array): NativeSample => {
+    const s = logprobs ? scoreToken(tSampler!.process(row), token, top) : { token, logprob: 0 };
     history.push(token);
     tSampler!.accept(Int32Array.of(token));
-    return { token, logprob: 0 };
+    return s;
   };
 
   // One round after `last` (the newest token, in neither cache): draft m tokens, score them.
@@ -145,19 +176,19 @@ export function speculativeGenerate(
     const rows = await tSession!.forward([history[base - 1]!, ...xs], { allRows: true });
     let accepted = 0;
     for (let i = 0; i < m; i++) {
-      const pDist = tSampler!.distribution(rows.subarray(i * vocab, (i + 1) * vocab));
-      const y = acceptOrResample(pDist, qs[i]!, xs[i]!, u);
+      const row = rows.subarray(i * vocab, (i + 1) * vocab);
+      const y = acceptOrResample(tSampler!.distribution(row), qs[i]!, xs[i]!, u);
       if (y < 0) {
         accepted++;
-        queue.push(give(xs[i]!));
+        queue.push(give(xs[i]!, row));
         continue;
       }
-      queue.push(give(y));
+      queue.push(give(y, row));
       break;
     }
     if (accepted === m) {
-      const pDist = tSampler!.distribution(rows.subarray(m * vocab, (m + 1) * vocab));
-      queue.push(give(draw(pDist, u())));
+      const row = rows.subarray(m * vocab, (m + 1) * vocab);
+      queue.push(give(draw(tSampler!.distribution(row), u()), row));
     }
     stats.accepted += accepted;
     // Keep what was kept: the target's cache holds everything but the newest token.
@@ -175,7 +206,7 @@ export function speculativeGenerate(
       tSampler = newSampler();
       tSampler.accept(Int32Array.from(p.prompt));
       const logits = await tSession.forward(p.prompt);
-      return give(draw(tSampler.distribution(logits), u()));
+      return give(draw(tSampler.distribution(logits), u()), logits);
     },
     next: async () => {
       if (queue.length === 0) {
