@@ -74,6 +74,7 @@ describe.skipIf(!enabled)('sessions on CUDA', () => {
       const lm = lms.get(f)!;
       const prompt = ids(f).slice(0, 10);
       const gen = speculativeGenerate(lm, lm, prompt, { maxTokens: 32, temperature: 0, stopTokenIds: [], draftTokens: 4 });
+      for await (const _ of gen);  // the generation runs as it is read
       const r = await gen.result;
       expect(r.generatedTokens).toBe(32);
       // Each emitted token against the argmax of one forward over the whole sequence: the verification

@@ -37,6 +37,21 @@ describe('hiddenStates against the oracle logits (every fixture, CPU, float32)',
   }
 });
 
+describe('the context limit', () => {
+  it('dynamic NTK rope runs past maxPositionEmbeddings; other models refuse inputs longer than it', async () => {
+    await using dyn = await loadModel(fixtureDir('llama_dynamic'), { device: 'cpu', dtype: 'float32' });
+    const ids = oracle('llama_dynamic').prompt_ids;
+    expect(ids.length).toBeGreaterThan(dyn.config.maxPositionEmbeddings);
+    const e = await embed({ model: dyn }, ids, { normalize: false });
+    const H = dyn.config.hiddenSize;
+    const hidden = await hiddenStates(dyn, ids);
+    for (let j = 0; j < H; j++) expect(e.embedding[j]).toBeCloseTo(hidden[(ids.length - 1) * H + j]!, 5);
+    await using q = await loadModel(fixtureDir('qwen3'), { device: 'cpu', dtype: 'float32' });
+    const long = new Array<number>(q.config.maxPositionEmbeddings + 1).fill(5);
+    await expect(embed({ model: q }, long)).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+});
+
 describe('pooled embeddings (qwen3 fixture, token ids)', () => {
   let m: Model;
   let ids: number[];

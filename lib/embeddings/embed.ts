@@ -109,7 +109,10 @@ function tokenize(target: EmbeddingTarget, input: EmbeddingInput, o: Checked, wh
     if (enc.length === 0) throw new InvalidArgumentError(`${what} is empty: it gives no tokens`, 'input');
     ids = toTokenIds(enc, vocab, 'input');
   }
-  const max = target.model.config.maxPositionEmbeddings;
+  // Dynamic NTK rope rescales itself past maxPositionEmbeddings (that is what it is for), so only
+  // the other rope types take it as the context.
+  const c = target.model.config;
+  const max = c.rope.type === 'dynamic' ? 0 : c.maxPositionEmbeddings;
   if (max > 0 && ids.length > max)
     throw new InvalidArgumentError(`${what} has ${ids.length} tokens; the model's context is ${max} tokens`, 'input');
   return ids;
