@@ -169,10 +169,10 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
     const onClose = () => { if (!res.writableFinished) ac.abort(); };
     res.on('close', onClose);
     active.add(ac);
-    let gen;
     let release: (() => void) | undefined;
     try {
       if (draining) throw new HttpError(503, 'the server is shutting down', 'server_error', null, 'shutting_down');
+      let gen;
       if (parsed.options.grammar) {
         // Grammar-constrained requests run beside the engine (generate(): host sampling under the mask).
         release = await side.acquire(ac.signal);
@@ -180,16 +180,7 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
       } else {
         gen = engine.generate(parsed.input, { ...parsed.options, signal: ac.signal });
       }
-    } catch (e) {
-      release?.();
-      active.delete(ac);
-      res.off('close', onClose);
-      if (!ac.signal.aborted) sendError(res, toHttpError(e, inputParam));
-      else if (!res.writableEnded) res.end();
-      return;
-    }
-    const id = (kind === 'chat' ? 'chatcmpl-' : 'cmpl-') + randomUUID().replace(/-/g, '');
-    try {
+      const id = (kind === 'chat' ? 'chatcmpl-' : 'cmpl-') + randomUUID().replace(/-/g, '');
       if (parsed.stream) await streamResponse(kind, id, parsed, gen, res);
       else await jsonResponse(kind, id, parsed, gen, res);
     } catch (e) {
@@ -207,6 +198,7 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
     const onClose = () => { if (!res.writableFinished) ac.abort(); };
     res.on('close', onClose);
     active.add(ac);
+    let release: (() => void) | undefined;
     try {
       if (!o.embeddings) throw noEmbeddings();
       const r = parseEmbeddingRequest(await readBody(req, maxBody));
@@ -214,18 +206,14 @@ export function createServer(options: ServerOptions): Promise<RunningServer> {
         throw new HttpError(404, `the model '${r.model}' does not exist; this server serves '${o.modelId}'`, 'invalid_request_error', 'model', 'model_not_found');
       }
       if (draining) throw new HttpError(503, 'the server is shutting down', 'server_error', null, 'shutting_down');
-      const release = await side.acquire(ac.signal);
-      let body;
-      try {
-        body = await runEmbeddings(o.embeddings, o.modelId, r, ac.signal);
-      } finally {
-        release();
-      }
+      release = await side.acquire(ac.signal);
+      const body = await runEmbeddings(o.embeddings, o.modelId, r, ac.signal);
       if (!ac.signal.aborted) sendJson(res, 200, body);
     } catch (e) {
       if (!ac.signal.aborted) sendError(res, toHttpError(e, 'prompt'));
       else if (!res.writableEnded) res.end();
     } finally {
+      release?.();
       active.delete(ac);
       res.off('close', onClose);
     }
